@@ -1,0 +1,441 @@
+/* temporal-slab: an epoch-routed slab allocator.
+ *
+ * Every allocation belongs to an epoch: an application-defined phase such as a
+ * request, a frame, a transaction or a batch. Objects of one epoch share slabs
+ * and never share a slab with another epoch, so when a phase ends its slabs
+ * drain together. Empty slabs are recycled continuously, and closing an epoch
+ * returns its empty slabs to the operating system before the call returns.
+ *
+ * This is the only header a user needs. All functions are thread-safe unless
+ * documented otherwise (epoch domains are confined to the thread that created
+ * them). No function aborts on bad input: failures return NULL, false or a
+ * status code, and tslab_last_error() tells the calling thread why.
+ *
+ * Copyright (c) 2026 the temporal-slab developers. MIT licence.
+ */
+#ifndef TSLAB_H
+#define TSLAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSLAB_VERSION_MAJOR 0
+#define TSLAB_VERSION_MINOR 1
+#define TSLAB_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define TSLAB_API __attribute__((visibility("default")))
+#define TSLAB_MALLOC_LIKE __attribute__((malloc, warn_unused_result))
+#else
+#define TSLAB_API
+#define TSLAB_MALLOC_LIKE
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Types                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* An allocator instance. Instances are independent of each other. */
+typedef struct tslab tslab_t;
+
+/* An epoch, named by its era: a 64-bit number that only grows and is never
+ * reused. Era 0 is never a valid epoch. The epoch lives in ring slot
+ * era % ring_size; once a newer era takes that slot the old era is "stale"
+ * and every call naming it is rejected with TSLAB_ERR_EPOCH_STALE. */
+typedef uint64_t tslab_epoch_t;
+
+/* A 64-bit name of an allocation that can be validated without trusting a
+ * raw pointer: it detects reuse of its slot (a stale handle) and handles from
+ * another instance. 0 is never a valid handle. */
+typedef uint64_t tslab_handle_t;
+
+/* Status codes. 0 is success; every failure has its own code. */
+typedef enum tslab_status {
+  TSLAB_OK = 0,
+  TSLAB_ERR_INVALID_ARGUMENT = 1,  /* NULL allocator, bad config, bad flag... */
+  TSLAB_ERR_BAD_SIZE = 2,          /* size 0, or above the maximum */
+  TSLAB_ERR_BAD_ALIGNMENT = 3,     /* alignment not a power of two, or too large */
+  TSLAB_ERR_EPOCH_CLOSED = 4,      /* the epoch is closing or closed */
+  TSLAB_ERR_EPOCH_STALE = 5,       /* the era's ring slot now holds a newer era */
+  TSLAB_ERR_EPOCH_UNKNOWN = 6,     /* era 0, or an era not opened yet */
+  TSLAB_ERR_OUT_OF_MEMORY = 7,     /* the OS refused memory, or the reservation is full */
+  TSLAB_ERR_INVALID_POINTER = 8,   /* not a live allocation of this instance */
+  TSLAB_ERR_INVALID_HANDLE = 9,    /* stale, forged or foreign handle */
+  TSLAB_ERR_WRONG_THREAD = 10,     /* a thread-confined object used from another thread */
+  TSLAB_ERR_NOT_INNERMOST = 11,    /* domain exit out of LIFO order */
+  TSLAB_ERR_DOMAIN_ENTERED = 12,   /* destroying a domain that is still entered */
+  TSLAB_ERR_NOT_ENTERED = 13,      /* exiting a domain that is not entered */
+  TSLAB_ERR_NO_DOMAIN = 14,        /* no domain is entered on this thread */
+  TSLAB_ERR_LIMIT = 15,            /* a bounded table is full (labels, domain depth) */
+  TSLAB_ERR_IO = 16,               /* a socket or file operation failed (exporters) */
+  TSLAB_ERR_BUSY = 17,             /* already running (HTTP endpoint) */
+  TSLAB_ERR_NOT_SUPPORTED = 18     /* not available on this platform */
+} tslab_status_t;
+
+/* How empty slabs are returned to the operating system. */
+typedef enum tslab_release_policy {
+  /* Default. An empty slab goes to the instance's pool, where any class and
+   * any epoch reuse it. tslab_epoch_close() releases the empty slabs of the
+   * closed epoch (the pool's included); slabs of a closed epoch that empty
+   * later are released by the free that empties them; the pool keeps at most
+   * pool_resident_max bytes of other empty slabs resident. */
+  TSLAB_RELEASE_ON_CLOSE = 0,
+  /* Every slab is released to the OS the moment it becomes empty. Lowest
+   * RSS, more system calls. */
+  TSLAB_RELEASE_EAGER = 1
+} tslab_release_policy_t;
+
+/* Instance configuration. Initialise with tslab_config_init(), then change
+ * what you need. A NULL config means all defaults. */
+typedef struct tslab_config {
+  uint32_t epoch_ring_size;     /* ring slots, a power of two in [2, 256]; default 16 */
+  size_t reserve_bytes;         /* virtual address space reserved up front; default 64 GiB */
+  size_t pool_resident_max;     /* empty-slab bytes the pool keeps resident; default 4 MiB */
+  size_t max_alloc_size;        /* largest request accepted; default 1 GiB */
+  tslab_release_policy_t release_policy; /* default TSLAB_RELEASE_ON_CLOSE */
+} tslab_config_t;
+
+/* ------------------------------------------------------------------------- */
+/* Instances                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* Fill *config with the defaults. */
+TSLAB_API void tslab_config_init(tslab_config_t* config);
+
+/* Create an instance. NULL config = defaults. Returns NULL (and sets the
+ * thread's last error) when the config is invalid or the reservation fails. */
+TSLAB_API tslab_t* tslab_create(const tslab_config_t* config);
+
+/* Destroy an instance and unmap all of its memory, live objects included.
+ * No other thread may use the instance during or after this call. Other
+ * instances are unaffected. NULL is ignored. */
+TSLAB_API void tslab_destroy(tslab_t* a);
+
+/* ------------------------------------------------------------------------- */
+/* Epochs                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* The current era: the one most recently opened by tslab_epoch_advance()
+ * (era 1 right after creation). Returns 0 for a NULL instance. */
+TSLAB_API tslab_epoch_t tslab_epoch_current(tslab_t* a);
+
+/* Open a new era and make it current; returns it (0 on a NULL instance).
+ * Other open epochs stay open: several phases may be live at once. If the new
+ * era's ring slot still holds an open era, that era is closed first exactly
+ * as by tslab_epoch_close(), and the close is counted as forced. */
+TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a);
+
+/* Close an epoch: it rejects new allocations from now on (its live objects
+ * stay valid and may be freed from any thread), and every slab of the epoch
+ * that is empty at this moment, including slabs cached by other threads,
+ * busy or idle, has been returned to the OS when this call returns. A slab
+ * of the epoch that becomes empty later is returned by the free that empties
+ * it. Closing a closed epoch again is a no-op returning TSLAB_OK. Returns
+ * TSLAB_ERR_EPOCH_STALE / _UNKNOWN for eras that are not in the ring. */
+TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e);
+
+/* TSLAB_OK if e accepts allocations, else the status an allocation in e
+ * would fail with. */
+TSLAB_API int tslab_epoch_status(tslab_t* a, tslab_epoch_t e);
+
+/* Attach a label (at most TSLAB_LABEL_MAX - 1 bytes; longer labels are cut)
+ * to an open or closing era. Labels group epochs in statistics. NULL clears. */
+#define TSLAB_LABEL_MAX 32
+TSLAB_API int tslab_epoch_set_label(tslab_t* a, tslab_epoch_t e, const char* label);
+
+/* Copy e's label into buf (always NUL-terminated when cap > 0). */
+TSLAB_API int tslab_epoch_get_label(tslab_t* a, tslab_epoch_t e, char* buf, size_t cap);
+
+/* Domain reference count of an era (incremented by every entered domain
+ * scope on it). Leak signals report epochs whose count stays above zero.
+ * tslab_epoch_unref() below zero is refused with TSLAB_ERR_INVALID_ARGUMENT. */
+TSLAB_API int tslab_epoch_ref(tslab_t* a, tslab_epoch_t e);
+TSLAB_API int tslab_epoch_unref(tslab_t* a, tslab_epoch_t e);
+/* The count, or -1 when e is not in the ring. */
+TSLAB_API int64_t tslab_epoch_refcount(tslab_t* a, tslab_epoch_t e);
+
+/* ------------------------------------------------------------------------- */
+/* Allocation                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Allocate size bytes in epoch e. The result is aligned to 16 bytes when
+ * size >= 16 (to 8 otherwise). Returns NULL with a reason when e is closed,
+ * stale or unknown, size is 0 or above max_alloc_size, or memory runs out. */
+TSLAB_API TSLAB_MALLOC_LIKE void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e);
+
+/* Allocate count * size zeroed bytes (overflow is TSLAB_ERR_BAD_SIZE). */
+TSLAB_API TSLAB_MALLOC_LIKE void* tslab_calloc(tslab_t* a, size_t count, size_t size,
+                                               tslab_epoch_t e);
+
+/* Allocate with the given alignment (a power of two up to 1 MiB). */
+TSLAB_API TSLAB_MALLOC_LIKE void* tslab_aligned_alloc(tslab_t* a, size_t alignment, size_t size,
+                                                      tslab_epoch_t e);
+
+/* Resize p, keeping it in p's epoch. realloc(NULL, n) is not allowed here
+ * (there is no epoch to take): use tslab_alloc. size 0 fails with
+ * TSLAB_ERR_BAD_SIZE and leaves p untouched. When p's epoch is closed the
+ * object may still shrink or grow within its size class, but a move fails
+ * with TSLAB_ERR_EPOCH_CLOSED. On failure p is untouched. */
+TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size);
+
+/* Free p. Returns true on success and for p == NULL. Returns false (and
+ * counts an invalid free) when p is not a live allocation of this instance:
+ * never allocated, already freed, interior, foreign. */
+TSLAB_API bool tslab_free(tslab_t* a, void* p);
+
+/* The usable size of a live allocation (its size class), or 0. */
+TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p);
+
+/* The epoch a live allocation belongs to, or 0. */
+TSLAB_API tslab_epoch_t tslab_epoch_of(tslab_t* a, const void* p);
+
+/* ------------------------------------------------------------------------- */
+/* Handles                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Allocate like tslab_alloc and also return a handle for the allocation. */
+TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tslab_handle_t* out);
+
+/* The pointer a live handle names, or NULL when the handle is stale, forged,
+ * freed or from another instance. */
+TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h);
+
+/* Free by handle. False for stale, forged, freed or foreign handles. */
+TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h);
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* This thread's reason for its last failed call (TSLAB_OK if none failed
+ * since the last tslab_clear_error()). Successful calls do not reset it. */
+TSLAB_API int tslab_last_error(void);
+TSLAB_API void tslab_clear_error(void);
+
+/* A static, human-readable description of a status code. */
+TSLAB_API const char* tslab_strerror(int status);
+
+/* ------------------------------------------------------------------------- */
+/* Maintenance and checking                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* Return this thread's cached empty slabs and pending cross-thread frees of
+ * instance a to the shared pool (what thread exit does automatically). */
+TSLAB_API void tslab_thread_flush(tslab_t* a);
+
+/* Walk every piece of metadata of the instance and check its invariants.
+ * Returns the number of inconsistencies found (0 when healthy); with a
+ * non-NULL report, a description of the first one is written there. Meant
+ * for tests and debugging: it takes the instance's locks and stops the
+ * world for its epochs, so call it while no other thread uses a. */
+TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t report_cap);
+
+/* ------------------------------------------------------------------------- */
+/* Statistics (exact counters, always on)                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef enum tslab_epoch_state {
+  TSLAB_EPOCH_EMPTY = 0,    /* the slot never held an era */
+  TSLAB_EPOCH_ACTIVE = 1,   /* accepts allocations */
+  TSLAB_EPOCH_CLOSING = 2   /* closed: rejects allocations, live objects drain */
+} tslab_epoch_state_t;
+
+typedef struct tslab_stats_global {
+  uint64_t rss_bytes;              /* process resident set (from /proc) */
+  uint64_t reserved_bytes;         /* virtual range reserved by the instance */
+  uint64_t committed_bytes;        /* made readable/writable (high-water mark) */
+  uint64_t resident_estimate_bytes;/* slab and span bytes not released to the OS */
+  uint64_t metadata_bytes;         /* out-of-band metadata in use */
+  uint64_t live_objects;
+  uint64_t live_bytes;             /* rounded to size classes */
+  uint64_t requested_bytes_total;  /* sum of requested sizes ever allocated */
+  uint64_t slabs_in_use;           /* formatted slabs and large spans */
+  uint64_t slabs_empty;            /* empty slabs resident in the pool */
+  uint64_t slabs_released;         /* empty slabs released, kept as address space */
+  uint64_t slabs_created_total;    /* slabs formatted */
+  uint64_t slabs_recycled_total;   /* formats that reused a pooled slab */
+  uint64_t release_calls_total;    /* madvise/decommit calls */
+  uint64_t release_bytes_total;
+  uint64_t allocations_total;
+  uint64_t frees_total;
+  uint64_t cross_thread_frees_total;
+  uint64_t invalid_frees_total;    /* frees/handles refused as not live */
+  uint64_t alloc_failures_total;   /* all reasons */
+  uint64_t alloc_fail_closed_total;
+  uint64_t alloc_fail_stale_total;
+  uint64_t alloc_fail_unknown_total;
+  uint64_t alloc_fail_size_total;  /* bad size or alignment */
+  uint64_t alloc_fail_oom_total;
+  uint64_t slow_path_total;        /* allocations that left the fast path */
+  uint64_t epochs_opened_total;
+  uint64_t epochs_closed_total;
+  uint64_t epochs_forced_close_total;
+  uint64_t threads_active;         /* thread caches attached to a thread */
+  uint64_t thread_caches;          /* thread caches created (bounded by peak threads) */
+  uint64_t current_epoch;
+  uint32_t epoch_ring_size;
+  uint32_t class_count;
+} tslab_stats_global_t;
+
+typedef struct tslab_stats_class {
+  uint32_t index;
+  uint32_t object_size;            /* bytes */
+  uint32_t slab_bytes;             /* size of one slab of this class */
+  uint32_t objects_per_slab;
+  uint64_t allocations_total;
+  uint64_t frees_total;
+  uint64_t cross_thread_frees_total;
+  uint64_t slow_path_total;
+  uint64_t live_objects;
+  uint64_t slabs;                  /* slabs of this class in use */
+} tslab_stats_class_t;
+
+typedef struct tslab_stats_epoch {
+  tslab_epoch_t era;
+  uint32_t slot;
+  tslab_epoch_state_t state;
+  char label[TSLAB_LABEL_MAX];
+  uint64_t opened_ns;              /* CLOCK_MONOTONIC when opened */
+  uint64_t age_ns;                 /* now - opened_ns */
+  int64_t refcount;                /* domain references */
+  uint64_t live_objects;
+  uint64_t live_bytes;
+  uint64_t allocations_total;
+  uint64_t frees_total;
+  uint64_t slabs;                  /* slabs and large spans held by the epoch */
+  uint64_t empty_slabs;            /* empty slabs still counted for the epoch */
+  uint64_t rss_estimate_bytes;     /* bytes of those slabs that are resident */
+  uint64_t rss_before_close_bytes; /* process RSS right before / after its close */
+  uint64_t rss_after_close_bytes;
+  uint64_t released_at_close_bytes;/* bytes returned to the OS by the close */
+  uint64_t released_total_bytes;   /* at close and by later frees */
+  uint64_t close_ns;               /* duration of its close */
+  bool forced_close;
+} tslab_stats_epoch_t;
+
+/* Per-thread view, for the calling thread's cache of instance a. */
+typedef struct tslab_stats_thread {
+  uint64_t allocations_total;
+  uint64_t frees_total;            /* frees issued by this thread */
+  uint64_t cross_thread_frees_total;
+  uint64_t slow_path_total;
+  uint64_t cached_slabs;           /* slabs owned by this thread's cache */
+} tslab_stats_thread_t;
+
+/* Slow-path sampling: one in N slow-path calls is timed (wall and thread CPU
+ * time; wait = wall - cpu, the time the thread was not running). */
+typedef struct tslab_stats_sampling {
+  uint32_t one_in;                 /* 0 = off */
+  uint64_t samples;
+  uint64_t wall_ns_total;
+  uint64_t cpu_ns_total;
+  uint64_t wall_ns_max;
+  uint64_t wait_ns_total;          /* sum of (wall - cpu) */
+} tslab_stats_sampling_t;
+
+/* Per-label attribution: all epochs that carried the label, summed. */
+typedef struct tslab_stats_label {
+  char label[TSLAB_LABEL_MAX];
+  uint64_t epochs_total;           /* eras that carried the label */
+  uint64_t allocations_total;
+  uint64_t frees_total;
+  uint64_t cross_thread_frees_total;
+  uint64_t slow_path_total;
+  uint64_t live_bytes;
+  uint64_t open_epochs;
+} tslab_stats_label_t;
+
+#define TSLAB_LABELS_MAX 64
+
+/* A leak signal: an epoch open longer than a threshold or whose domain
+ * refcount stays above zero. */
+typedef struct tslab_leak {
+  tslab_epoch_t era;
+  char label[TSLAB_LABEL_MAX];
+  uint64_t age_ns;
+  int64_t refcount;
+  uint64_t live_bytes;
+  bool too_old;                    /* age above the threshold */
+  bool refcount_stuck;             /* refcount > 0 while older than the threshold */
+} tslab_leak_t;
+
+TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out);
+TSLAB_API uint32_t tslab_class_count(tslab_t* a);
+/* Largest object size served from slabs; larger requests get their own span. */
+TSLAB_API size_t tslab_small_max(void);
+TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out);
+/* Stats of one era (TSLAB_ERR_EPOCH_STALE / _UNKNOWN when not in the ring). */
+TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out);
+/* All eras in the ring, oldest first; returns how many were written. */
+TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t max);
+TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out);
+/* Time one in n slow-path calls (n = 0 turns sampling off). */
+TSLAB_API int tslab_sampling_set(tslab_t* a, uint32_t one_in);
+TSLAB_API int tslab_stats_sampling(tslab_t* a, tslab_stats_sampling_t* out);
+/* Labels seen so far (at most TSLAB_LABELS_MAX; later labels are counted
+ * under "(other)"); returns how many were written. */
+TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t max);
+/* Epochs open longer than older_than_ns, or whose refcount is above zero
+ * while older than it; returns how many were written. */
+TSLAB_API size_t tslab_leak_check(tslab_t* a, uint64_t older_than_ns, tslab_leak_t* out,
+                                  size_t max);
+
+/* Process resident set size in bytes (0 if unknown), and a monotonic clock. */
+TSLAB_API uint64_t tslab_process_rss(void);
+TSLAB_API uint64_t tslab_now_ns(void);
+
+/* ------------------------------------------------------------------------- */
+/* Exporters                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* Write the full snapshot as JSON (schema in docs/METRICS.md) or as
+ * Prometheus text exposition into buf. Like snprintf: returns the length the
+ * whole document needs (excluding the NUL); the output is complete only when
+ * that is < cap. Returns 0 on error (NULL instance). */
+TSLAB_API size_t tslab_export_json(tslab_t* a, char* buf, size_t cap);
+TSLAB_API size_t tslab_export_prometheus(tslab_t* a, char* buf, size_t cap);
+
+/* Serve GET /metrics (Prometheus) and GET /stats.json from a thread of its
+ * own, on a loopback address (e.g. "127.0.0.1" or "::1"). Port 0 picks a
+ * free port; tslab_http_port() tells which. Off until started; one endpoint
+ * per instance; never touches the allocation fast path. */
+TSLAB_API int tslab_http_start(tslab_t* a, const char* address, uint16_t port);
+TSLAB_API uint16_t tslab_http_port(tslab_t* a);
+TSLAB_API int tslab_http_stop(tslab_t* a);
+
+/* ------------------------------------------------------------------------- */
+/* Epoch domains (thread-confined scopes bound to an epoch)                  */
+/* ------------------------------------------------------------------------- */
+
+typedef struct tslab_domain tslab_domain_t;
+
+/* A domain owning a fresh epoch (opened with tslab_epoch_advance), labelled
+ * when label != NULL. The epoch is closed when the last scope exits. */
+TSLAB_API tslab_domain_t* tslab_domain_create(tslab_t* a, const char* label);
+/* A domain over an existing epoch; exiting never closes it. */
+TSLAB_API tslab_domain_t* tslab_domain_wrap(tslab_t* a, tslab_epoch_t e);
+/* Enter (push on this thread's domain stack; nesting is allowed). */
+TSLAB_API int tslab_domain_enter(tslab_domain_t* d);
+/* Exit; d must be the innermost entered domain of this thread. */
+TSLAB_API int tslab_domain_exit(tslab_domain_t* d);
+/* The innermost entered domain of this thread, or NULL. */
+TSLAB_API tslab_domain_t* tslab_domain_current(void);
+TSLAB_API tslab_epoch_t tslab_domain_epoch(const tslab_domain_t* d);
+TSLAB_API tslab_t* tslab_domain_allocator(const tslab_domain_t* d);
+/* Allocate in the innermost domain's epoch (NULL + TSLAB_ERR_NO_DOMAIN if none). */
+TSLAB_API TSLAB_MALLOC_LIKE void* tslab_domain_alloc(size_t size);
+/* Close the domain's epoch now, whatever its scopes (also for wrapped epochs). */
+TSLAB_API int tslab_domain_force_close(tslab_domain_t* d);
+/* Destroy a domain that is not entered. Does not close a wrapped epoch. */
+TSLAB_API int tslab_domain_destroy(tslab_domain_t* d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSLAB_H */

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The whole suite under ThreadSanitizer: zero reports allowed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+TSLAB_SANITIZE=thread CC=clang scripts/run-tests.sh build/ci-tsan
