@@ -1,0 +1,25 @@
+/* Fault injection for tests: make the operating-system calls of src/os.c fail
+ * on purpose. Process-wide, off by default, and compiled into every build (the
+ * check is one relaxed load on paths that already make a system call). */
+#ifndef TSLAB_FAULT_H
+#define TSLAB_FAULT_H
+
+#include <stdint.h>
+
+enum tslab_fault_op {
+  TSLAB_FAULT_RESERVE = 1u << 0, /* reserving address space (tslab_create) */
+  TSLAB_FAULT_COMMIT = 1u << 1,  /* making reserved memory usable (growth) */
+  TSLAB_FAULT_RELEASE = 1u << 2  /* returning memory to the OS (madvise) */
+};
+
+/* After `skip` more calls of the operations in `ops` succeed, make the next
+ * `count` of them fail (count UINT64_MAX: until cleared). */
+void tslab_fault_inject(unsigned ops, uint64_t skip, uint64_t count);
+
+/* Stop injecting faults. */
+void tslab_fault_clear(void);
+
+/* How many faults were injected since the last tslab_fault_inject. */
+uint64_t tslab_fault_injected(void);
+
+#endif
