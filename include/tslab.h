@@ -412,26 +412,79 @@ TSLAB_API int tslab_http_stop(tslab_t* a);
 /* Epoch domains (thread-confined scopes bound to an epoch)                  */
 /* ------------------------------------------------------------------------- */
 
+/* A domain is a scope bound to one era. Entering pushes it on the calling
+ * thread's domain stack; tslab_domain_alloc() allocates in the era of the
+ * innermost entered domain. Each entered scope holds one tslab_epoch_ref() on
+ * the era (released on exit), so a scope that is never exited shows up as a
+ * stuck refcount in tslab_leak_check().
+ *
+ * Thread confinement (checked): enter, exit, force-close and destroy must be
+ * called by the thread that created the domain, else they fail with
+ * TSLAB_ERR_WRONG_THREAD and change nothing. tslab_domain_epoch() and
+ * tslab_domain_allocator() read fields fixed at creation and may be called
+ * from any thread. Objects allocated in a domain are ordinary allocations of
+ * its era: any thread may use and free them.
+ *
+ * Era safety: a domain names its era, never a ring slot. When the era is
+ * closed (tslab_epoch_close(), tslab_domain_force_close(), or a forced close
+ * by tslab_epoch_advance() reusing its slot) or becomes stale, entering the
+ * domain fails with that status and allocations in it return NULL with it;
+ * tslab_epoch_status(tslab_domain_allocator(d), tslab_domain_epoch(d)) tells
+ * the same reason at any time. Exiting always works.
+ *
+ * Every failing call returns (or, for pointers, sets as the thread's last
+ * error) a status code and leaves the domain and the stack unchanged.
+ * Domain objects are small metadata allocated with the C library's malloc. */
 typedef struct tslab_domain tslab_domain_t;
 
-/* A domain owning a fresh epoch (opened with tslab_epoch_advance), labelled
- * when label != NULL. The epoch is closed when the last scope exits. */
+/* Deepest nesting of entered scopes per thread; entering beyond it fails
+ * with TSLAB_ERR_LIMIT. */
+#define TSLAB_DOMAIN_DEPTH_MAX 64
+
+/* A domain owning a fresh epoch: opens a new era with tslab_epoch_advance()
+ * (so it becomes the instance's current era, and an open era still in its
+ * ring slot is force-closed), labelled when label != NULL. The domain closes
+ * its era with tslab_epoch_close() when its last entered scope exits (a
+ * closed era cannot be entered again) and when it is destroyed. Returns NULL with
+ * TSLAB_ERR_INVALID_ARGUMENT (NULL instance), TSLAB_ERR_OUT_OF_MEMORY, or
+ * the status of a failed labelling (the fresh era is then closed again). */
 TSLAB_API tslab_domain_t* tslab_domain_create(tslab_t* a, const char* label);
-/* A domain over an existing epoch; exiting never closes it. */
+/* A domain over an existing era that accepts allocations; exiting or
+ * destroying it never closes the era. Returns NULL with
+ * TSLAB_ERR_INVALID_ARGUMENT, TSLAB_ERR_OUT_OF_MEMORY or the era's status
+ * (TSLAB_ERR_EPOCH_CLOSED / _STALE / _UNKNOWN). */
 TSLAB_API tslab_domain_t* tslab_domain_wrap(tslab_t* a, tslab_epoch_t e);
-/* Enter (push on this thread's domain stack; nesting is allowed). */
+/* Enter: push d on this thread's domain stack and take a reference on its
+ * era. A domain may be entered again while entered (each enter is one scope
+ * to exit). Fails with TSLAB_ERR_INVALID_ARGUMENT (NULL), _WRONG_THREAD,
+ * _LIMIT (stack full) or the era's status when it no longer accepts
+ * allocations. */
 TSLAB_API int tslab_domain_enter(tslab_domain_t* d);
-/* Exit; d must be the innermost entered domain of this thread. */
+/* Exit: pop d, which must be the innermost entered scope of this thread, and
+ * drop its era reference; for a created domain whose last scope this was,
+ * close its era. Fails with TSLAB_ERR_INVALID_ARGUMENT (NULL),
+ * _WRONG_THREAD, _NOT_ENTERED (d has no entered scope) or _NOT_INNERMOST
+ * (another scope was entered after d's and is still entered). */
 TSLAB_API int tslab_domain_exit(tslab_domain_t* d);
 /* The innermost entered domain of this thread, or NULL. */
 TSLAB_API tslab_domain_t* tslab_domain_current(void);
+/* The domain's era (0 for NULL) and instance (NULL for NULL). */
 TSLAB_API tslab_epoch_t tslab_domain_epoch(const tslab_domain_t* d);
 TSLAB_API tslab_t* tslab_domain_allocator(const tslab_domain_t* d);
-/* Allocate in the innermost domain's epoch (NULL + TSLAB_ERR_NO_DOMAIN if none). */
+/* Allocate like tslab_alloc() in the era of this thread's innermost entered
+ * domain. NULL with TSLAB_ERR_NO_DOMAIN when no domain is entered, or with
+ * the reason tslab_alloc() gives (closed or stale era, bad size, memory). */
 TSLAB_API TSLAB_MALLOC_LIKE void* tslab_domain_alloc(size_t size);
-/* Close the domain's epoch now, whatever its scopes (also for wrapped epochs). */
+/* Close the domain's era now (tslab_epoch_close()), whether or not scopes
+ * are entered, also for wrapped eras. The scopes stay entered and must still
+ * be exited; allocations in them fail with TSLAB_ERR_EPOCH_CLOSED. Returns
+ * what tslab_epoch_close() returns (TSLAB_OK when already closed, _STALE
+ * when the era was recycled), or _INVALID_ARGUMENT / _WRONG_THREAD. */
 TSLAB_API int tslab_domain_force_close(tslab_domain_t* d);
-/* Destroy a domain that is not entered. Does not close a wrapped epoch. */
+/* Free a domain that has no entered scope; a created domain closes its era
+ * first (a no-op if already closed), a wrapped one leaves it open. Fails
+ * with TSLAB_ERR_INVALID_ARGUMENT (NULL), _WRONG_THREAD or _DOMAIN_ENTERED,
+ * keeping the domain. */
 TSLAB_API int tslab_domain_destroy(tslab_domain_t* d);
 
 #ifdef __cplusplus
