@@ -11,12 +11,9 @@
 #include <string.h>
 
 #include "epoch_domain.h"
+#include "internal.h"
 #include "slab_alloc.h"
 #include "slab_stats.h"
-
-/* Provided by the core (src/internal.h); declared here until that header
- * exports it. */
-void tslab_set_error(int status);
 
 struct SlabAllocator {
   tslab_t* t;

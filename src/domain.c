@@ -15,11 +15,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "internal.h"
 #include "tslab.h"
-
-/* Provided by the core (src/internal.h); declared here until that header
- * exports it. */
-void tslab_set_error(int status);
 
 struct tslab_domain {
   tslab_t* a;
