@@ -1,0 +1,24 @@
+/* tcmalloc (gperftools) through tc_malloc/tc_free: it has no phase-scoped API. */
+#include <gperftools/tcmalloc.h>
+#include <string.h>
+
+#include "backend.h"
+
+const char* const be_name = "tcmalloc";
+const char* const be_default_mode = "plain";
+
+int be_init(const char* mode) { return strcmp(mode, "plain") == 0 ? 0 : -1; }
+void* be_alloc(size_t size) { return tc_malloc(size); }
+void be_free(void* p) { tc_free(p); }
+be_phase_t be_phase_begin(void) { return 0; }
+void* be_phase_alloc(be_phase_t ph, size_t size) {
+  (void)ph;
+  return tc_malloc(size);
+}
+void be_phase_free(be_phase_t ph, void* p) {
+  (void)ph;
+  tc_free(p);
+}
+void be_phase_end(be_phase_t ph) { (void)ph; }
+const char* be_version(void) { return tc_version(NULL, NULL, NULL); }
+void be_report(FILE* out) { (void)out; }

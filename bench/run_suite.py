@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Run the comparison benchmark suite and write results.json.
+
+Every allocator runs the same workload binary code (see bench/workloads.c).
+Repeats are interleaved: each repeat runs every case once for every
+allocator, in an order rotated from one repeat to the next, so drift on a
+shared machine hits all allocators alike. The report (bench/report.py) takes
+medians over repeats and ratios within this one run.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
+ALLOCATORS = ["tslab"] + PEERS
+
+# Variant id -> (binary suffix, extra arguments).
+VARIANTS = {
+    "tslab": ("tslab", []),
+    "tslab-nocounters": ("tslab_nocounters", []),
+    "tslab-mixed": ("tslab", ["routing=mixed"]),
+    "glibc": ("glibc", []),
+    "jemalloc": ("jemalloc", []),
+    "jemalloc-arena": ("jemalloc", ["mode=arena"]),
+    "mimalloc": ("mimalloc", []),
+    "mimalloc-heap": ("mimalloc", ["mode=heap"]),
+    "tcmalloc": ("tcmalloc", []),
+}
+PLAIN = ["tslab", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
+PHASED = PLAIN + ["jemalloc-arena", "mimalloc-heap"]
+PATTERNS = ["burst", "steady", "leak", "hotspot", "kernel"]
+
+
+def cases(quick, threads):
+    """(case id, workload, variants, arguments) for one repeat."""
+    s = 10 if quick else 1  # quick mode divides the work by this
+    out = [
+        ("churn", "churn", PLAIN + ["tslab-nocounters"], [f"pairs={20000000 // s}"]),
+        ("batch", "batch", PLAIN + ["tslab-nocounters"],
+         ["n=10000", f"rounds={100 // s}", f"lat_rounds={max(20 // s, 5)}"]),
+        ("mixed_4k", "mixed", PLAIN, ["max=4096", f"ops={2000000 // s}"]),
+        ("mixed_32k", "mixed", PLAIN, ["max=32768", f"ops={1000000 // s}"]),
+    ]
+    for t in sorted({1, 2, threads}):
+        out.append((f"threads_{t}", "threads", PLAIN, [f"threads={t}", f"ops={10000000 // s}"]))
+    out.append(("prodcons", "prodcons", PLAIN, [f"items={5000000 // s}"]))
+    for p in PATTERNS:
+        out.append((f"server_{p}", "server", PHASED, [f"pattern={p}", f"requests={10000 // s}"]))
+    out.append(("lifemix", "lifemix", PHASED + ["tslab-mixed"], [f"requests={200000 // s}"]))
+    out.append(("phase_burst", "phase_burst", PHASED, ["mib=64"]))
+    out.append(("close_cost", "close_cost", ["tslab"], [f"max_slabs={4096 // s}", "reps=3"]))
+    return out
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine(bindir):
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    compiler = ""
+    cache = os.path.join(bindir, "..", "CMakeCache.txt")
+    if os.path.exists(cache):
+        with open(cache) as f:
+            for line in f:
+                if line.startswith("CMAKE_C_COMPILER:"):
+                    compiler = sh(f"{line.split('=', 1)[1].strip()} --version").splitlines()[0]
+    pkgs = {}
+    for p in ["libc6", "libjemalloc2", "libmimalloc2.0", "libtcmalloc-minimal4", "python3-matplotlib"]:
+        v = sh(f"dpkg-query -W -f='${{Version}}' {p} 2>/dev/null")
+        if v:
+            pkgs[p] = v
+    return {
+        "cpu_model": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "os": sh(". /etc/os-release && echo $PRETTY_NAME"),
+        "compiler": compiler,
+        "packages": pkgs,
+        "loadavg_start": open("/proc/loadavg").read().split()[:3],
+    }
+
+
+def run_one(bindir, variant, workload, args, timeout):
+    suffix, extra = VARIANTS[variant]
+    if workload == "close_cost":
+        cmd = [os.path.join(bindir, "bench_close_cost")] + args
+    else:
+        cmd = [os.path.join(bindir, f"bench_{suffix}"), workload] + args + extra
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout}s", "seconds": timeout}
+    secs = round(time.monotonic() - t0, 3)
+    if p.returncode != 0:
+        err = (p.stderr.strip().splitlines() or [""])[-1][:300]
+        return {"ok": False, "error": f"exit status {p.returncode}: {err}", "seconds": secs}
+    try:
+        return {"ok": True, "result": json.loads(p.stdout), "seconds": secs}
+    except json.JSONDecodeError as e:
+        return {"ok": False, "error": f"bad output: {e}", "seconds": secs}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True, help="directory holding the bench_* binaries")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip", action="append", default=[], metavar="ALLOCATOR=REASON",
+                    help="an allocator that could not be installed, and why")
+    ap.add_argument("--timeout", type=int, default=300)
+    a = ap.parse_args()
+    repeats = a.repeats or (1 if a.quick else 5)
+
+    allocators = {}
+    reasons = dict(s.split("=", 1) for s in a.skip)
+    for name in ALLOCATORS:
+        exe = os.path.join(a.bin, f"bench_{name}")
+        if name in reasons or not os.access(exe, os.X_OK):
+            allocators[name] = {"available": False,
+                                "reason": reasons.get(name, f"bench_{name} was not built")}
+        else:
+            allocators[name] = {"available": True}
+
+    def usable(variant, workload):
+        exe = "bench_close_cost" if workload == "close_cost" else f"bench_{VARIANTS[variant][0]}"
+        return (allocators[variant.split("-")[0]]["available"]
+                and os.access(os.path.join(a.bin, exe), os.X_OK))
+
+    plan = []
+    for r in range(repeats):
+        for cid, wl, variants, args in cases(a.quick, a.threads):
+            vs = [v for v in variants if usable(v, wl)]
+            k = r % len(vs) if vs else 0
+            for v in vs[k:] + vs[:k]:
+                plan.append((r, cid, wl, v, args))
+
+    meta = {"quick": a.quick, "repeats": repeats, "threads": a.threads,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "allocators": allocators,
+            "machine": machine(a.bin),
+            "cases": {cid: {"workload": wl, "variants": v, "args": args}
+                      for cid, wl, v, args in cases(a.quick, a.threads)}}
+    runs = []
+    t_start = time.monotonic()
+    for i, (r, cid, wl, v, args) in enumerate(plan):
+        res = run_one(a.bin, v, wl, args, a.timeout)
+        res.update({"case": cid, "variant": v, "repeat": r})
+        runs.append(res)
+        status = "ok" if res["ok"] else "FAILED: " + res["error"]
+        el = time.monotonic() - t_start
+        print(f"[{i + 1:4d}/{len(plan)}] {el:6.1f}s  repeat {r + 1}/{repeats}  {cid:<14} {v:<17} "
+              f"{res['seconds']:6.2f}s {status}", file=sys.stderr, flush=True)
+        if res["ok"] and "version" in res["result"]:
+            allocators[v.split("-")[0]].setdefault("version", res["result"]["version"])
+
+    meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    meta["duration_s"] = round(time.monotonic() - t_start, 1)
+    meta["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "runs": runs}, f, indent=1)
+    failed = sum(not r["ok"] for r in runs)
+    print(f"suite: {len(runs)} runs, {failed} failed, {meta['duration_s']}s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
