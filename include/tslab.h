@@ -163,8 +163,11 @@ TSLAB_API int64_t tslab_epoch_refcount(tslab_t* a, tslab_epoch_t e);
 /* Allocation                                                                */
 /* ------------------------------------------------------------------------- */
 
-/* Allocate size bytes in epoch e. The result is aligned to 16 bytes when
- * size >= 16 (to 8 otherwise). Returns NULL with a reason when e is closed,
+/* Allocate size bytes in epoch e. The result has natural alignment: the
+ * largest power of two dividing its size class, at least 8 and at most 16
+ * for small classes (16-byte multiples such as 16, 32, 48, 64, 128 give 16;
+ * a 24-byte class gives 8, which is all a type of that size can need); large
+ * spans are 16 KiB aligned. Use tslab_aligned_alloc for more. Returns NULL with a reason when e is closed,
  * stale or unknown, size is 0 or above max_alloc_size, or memory runs out. */
 TSLAB_API TSLAB_MALLOC_LIKE void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e);
 

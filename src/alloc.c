@@ -1,0 +1,322 @@
+/* The public allocation and free paths: the fast path (thread cache, busy
+ * window, bitmap pop) and everything around it: calloc, aligned allocation,
+ * realloc, usable size, handles. docs/ARCHITECTURE.md sections 3.1 and 5. */
+#include <string.h>
+
+#include "internal.h"
+
+static void* fail_alloc(tslab_t* a, int status) {
+  if (a) tslab_epoch_count_failure(a, status);
+  tslab_set_error(status);
+  return NULL;
+}
+
+static tslab_handle_t handle_pack(tslab_t* a, uint16_t gen, const tslab_run_t* r, uint32_t idx) {
+  uint64_t g = (uint64_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT;
+  return ((uint64_t)a->tag << 56) | ((uint64_t)gen << 40) | (g << 14) | idx;
+}
+
+/* Give the slab per-slot generations on its first handle allocation. Owner,
+ * in its busy window; the slot was just allocated (its generation counts as
+ * bumped by starting from the slab's format generation plus one). */
+static uint16_t slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx) {
+  _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
+  if (!g) {
+    g = tslab_heap_gens(a, s->capacity);
+    if (!g) return 0;
+    for (uint32_t i = 0; i < s->capacity; i++)
+      atomic_store_explicit(&g[i], (uint16_t)(s->fmt_gen + 1), memory_order_relaxed);
+    atomic_store_explicit(&s->gens, g, memory_order_release);
+  }
+  return atomic_load_explicit(&g[idx], memory_order_relaxed);
+}
+
+/* Allocate from class cls in era e, or fail with a status. `h` asks for a
+ * handle too. Always inlined: this is the fast path of tslab_alloc. */
+static inline __attribute__((always_inline)) void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls,
+                                                               size_t size, uint64_t e, tslab_handle_t* h,
+                                                               int* status) {
+  tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
+  void* p = NULL;
+  tslab_busy_enter(tc);
+  if (likely(atomic_load_explicit(&a->ring[e & a->ring_mask].state, memory_order_acquire) ==
+             TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE))) {
+    tslab_run_t* s = bin->cur;
+    uint32_t idx = 0;
+    if (likely(s != NULL)) p = tslab_slab_pop(s, &idx);
+    if (unlikely(p == NULL)) p = tslab_alloc_slow(a, tc, bin, cls, e, &idx, &s);
+    if (likely(p != NULL)) {
+      tslab_bump(&bin->allocs, 1);
+      tslab_bump(&bin->requested, size);
+      if (unlikely(h != NULL)) {
+        uint16_t gen = slot_generation(a, s, idx);
+        if (gen == 0 && !atomic_load_explicit(&s->gens, memory_order_relaxed)) {
+          /* No metadata for generations: undo, the caller reports OOM. */
+          tslab_busy_exit(tc);
+          tslab_free(a, p);
+          *status = TSLAB_ERR_OUT_OF_MEMORY;
+          return NULL;
+        }
+        *h = handle_pack(a, gen, s, idx);
+      }
+    } else {
+      *status = TSLAB_ERR_OUT_OF_MEMORY;
+    }
+  } else {
+    *status = tslab_epoch_reject_status(a, e);
+    if (*status == TSLAB_OK) *status = TSLAB_ERR_EPOCH_CLOSED; /* closed and reopened meanwhile */
+  }
+  tslab_busy_exit(tc);
+  return p;
+}
+
+/* Smallest class that can hold size bytes at the given alignment, or
+ * TSLAB_CLASSES when only a span can. Slab starts are granule-aligned, so a
+ * class whose size is a multiple of the alignment aligns every object. */
+static uint32_t class_for(size_t size, size_t align) {
+  if (size > TSLAB_SMALL_MAX) return TSLAB_CLASSES;
+  uint32_t c = tslab_class_of(size);
+  if (align <= 8) return c;
+  for (; c < TSLAB_CLASSES; c++)
+    if (tslab_classes[c].size % align == 0) return c;
+  return TSLAB_CLASSES;
+}
+
+/* Everything that is not the fast path: argument checks, alignment, spans. */
+static void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e, tslab_handle_t* h) {
+  if (!a) return fail_alloc(NULL, TSLAB_ERR_INVALID_ARGUMENT);
+  if (size == 0 || size > a->config.max_alloc_size) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
+  tslab_tcache_t* tc = tslab_tcache_get(a);
+  if (!tc) return fail_alloc(a, TSLAB_ERR_OUT_OF_MEMORY);
+  int status = TSLAB_OK;
+  uint32_t cls = class_for(size, align);
+  void* p;
+  if (cls < TSLAB_CLASSES) {
+    p = alloc_small(a, tc, cls, size, e, h, &status);
+  } else {
+    tslab_busy_enter(tc);
+    status = tslab_epoch_reject_status(a, e);
+    p = status == TSLAB_OK ? tslab_large_alloc(a, size, align, e) : NULL;
+    tslab_busy_exit(tc);
+    if (!p && status == TSLAB_OK) status = TSLAB_ERR_OUT_OF_MEMORY;
+    if (p && h) {
+      tslab_run_t* r = tslab_run_of(a, p);
+      *h = handle_pack(a, r->large_gen, r, 0);
+    }
+  }
+  return p ? p : fail_alloc(a, status);
+}
+
+TSLAB_API void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
+  if (likely(a != NULL && size - 1 < TSLAB_SMALL_MAX)) {
+    tslab_tcache_t* tc = tslab_tcache_get(a);
+    if (likely(tc != NULL)) {
+      int status = TSLAB_OK;
+      uint32_t cls = tslab_class_of(size);
+      void* p = alloc_small(a, tc, cls, size, e, NULL, &status);
+      return likely(p != NULL) ? p : fail_alloc(a, status);
+    }
+  }
+  return alloc_general(a, size, 0, e, NULL);
+}
+
+TSLAB_API void* tslab_calloc(tslab_t* a, size_t count, size_t size, tslab_epoch_t e) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
+  void* p = tslab_alloc(a, bytes, e);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+TSLAB_API void* tslab_aligned_alloc(tslab_t* a, size_t alignment, size_t size, tslab_epoch_t e) {
+  if (alignment == 0 || (alignment & (alignment - 1)) || alignment > TSLAB_MAX_ALIGNMENT)
+    return fail_alloc(a, TSLAB_ERR_BAD_ALIGNMENT);
+  return alloc_general(a, size, alignment, e, NULL);
+}
+
+TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tslab_handle_t* out) {
+  if (!out) return fail_alloc(a, TSLAB_ERR_INVALID_ARGUMENT);
+  *out = 0;
+  return alloc_general(a, size, 0, e, out);
+}
+
+/* ---- free ---- */
+
+static bool fail_free(tslab_t* a, int status) {
+  if (a) atomic_fetch_add_explicit(&a->invalid_frees, 1, memory_order_relaxed);
+  tslab_set_error(status);
+  return false;
+}
+
+/* Owner: the slab just got a free slot or became empty. */
+static void after_local_free(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
+  if (s->used == 0) {
+    tslab_tcache_unlink_run(tc, bin, s);
+    tslab_slab_retire(a, s);
+  } else if (s->list == TSLAB_LIST_PARKED) {
+    tslab_tcache_unlink_run(tc, bin, s);
+    atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
+    s->list = TSLAB_LIST_READY;
+    s->bin_prev = NULL;
+    s->bin_next = bin->ready;
+    if (bin->ready) bin->ready->bin_prev = s;
+    bin->ready = s;
+  }
+}
+
+/* A free that is not the owner's: counted in this thread's bin while the era
+ * is active, in the era's slot otherwise. */
+static bool free_remote(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx, uint64_t era,
+                        bool active) {
+  if (!tslab_slab_free_remote(a, s, idx)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  if (active) {
+    tslab_bin_t* bin = tslab_bin(a, tc, era, s->cls);
+    if (atomic_load_explicit(&bin->era, memory_order_relaxed) == 0)
+      atomic_store_explicit(&bin->era, era, memory_order_relaxed);
+    TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == era);
+    tslab_bump(&bin->frees, 1);
+    tslab_bump(&bin->xfrees, 1);
+    return true;
+  }
+  tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
+  if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_acquire)) == era) {
+    atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->free_bytes, s->obj_size, memory_order_relaxed);
+  }
+  atomic_fetch_add_explicit(&a->ext_frees[s->cls], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext_xfrees[s->cls], 1, memory_order_relaxed);
+  return true;
+}
+
+TSLAB_API bool tslab_free(tslab_t* a, void* p) {
+  if (!p) return true;
+  if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
+  tslab_run_t* s = tslab_run_of(a, p);
+  if (unlikely(!s)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  uint8_t kind = atomic_load_explicit(&s->kind, memory_order_acquire);
+  if (unlikely(kind != TSLAB_RUN_SLAB)) {
+    if (kind == TSLAB_RUN_LARGE && tslab_large_free(a, s, p)) return true;
+    return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  }
+  uint32_t idx = tslab_slab_index(s, p);
+  if (unlikely(idx == UINT32_MAX)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  tslab_tcache_t* tc = tslab_tcache_get(a);
+  uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
+  if (unlikely(!tc)) return free_remote(a, NULL, s, idx, era, false);
+
+  tslab_busy_enter(tc);
+  bool active = atomic_load_explicit(&a->ring[era & a->ring_mask].state, memory_order_acquire) ==
+                TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE);
+  bool ok;
+  if (likely(active && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
+    uint32_t w = idx >> 6;
+    uint64_t bit = 1ull << (idx & 63);
+    uint64_t al = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
+    ok = (al & bit) && !(atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit);
+    if (likely(ok)) {
+      atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
+      s->used--;
+      if (w < s->hint) s->hint = w;
+      tslab_bin_t* bin = tslab_bin(a, tc, era, s->cls);
+      tslab_bump(&bin->frees, 1);
+      if (unlikely(s->list != TSLAB_LIST_CUR)) after_local_free(a, tc, bin, s);
+    }
+    tslab_busy_exit(tc);
+    return likely(ok) ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  }
+  if (active) {
+    ok = free_remote(a, tc, s, idx, era, true);
+    tslab_busy_exit(tc);
+    return ok;
+  }
+  tslab_busy_exit(tc);
+  return free_remote(a, tc, s, idx, era, false);
+}
+
+/* ---- queries ---- */
+
+/* The run of a live allocation p, or NULL. */
+static tslab_run_t* live_run(tslab_t* a, const void* p) {
+  if (!a || !p) return NULL;
+  tslab_run_t* r = tslab_run_of(a, p);
+  if (!r) return NULL;
+  uint8_t kind = atomic_load_explicit(&r->kind, memory_order_acquire);
+  if (kind == TSLAB_RUN_LARGE)
+    return p == r->start && atomic_load_explicit(&r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE
+               ? r
+               : NULL;
+  if (kind != TSLAB_RUN_SLAB) return NULL;
+  uint32_t idx = tslab_slab_index(r, p);
+  return idx != UINT32_MAX && tslab_slab_is_live(r, idx) ? r : NULL;
+}
+
+static size_t run_usable(const tslab_run_t* r) {
+  if (atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_LARGE)
+    return (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+  return r->obj_size;
+}
+
+TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p) {
+  tslab_run_t* r = live_run(a, p);
+  return r ? run_usable(r) : 0;
+}
+
+TSLAB_API tslab_epoch_t tslab_epoch_of(tslab_t* a, const void* p) {
+  tslab_run_t* r = live_run(a, p);
+  return r ? atomic_load_explicit(&r->era, memory_order_relaxed) : 0;
+}
+
+TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
+  tslab_run_t* r = live_run(a, p);
+  if (!r) {
+    if (a) atomic_fetch_add_explicit(&a->invalid_frees, 1, memory_order_relaxed);
+    tslab_set_error(a ? TSLAB_ERR_INVALID_POINTER : TSLAB_ERR_INVALID_ARGUMENT);
+    return NULL;
+  }
+  if (size == 0 || size > a->config.max_alloc_size) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
+  size_t usable = run_usable(r);
+  /* Stay in place when the size still fits and at most half would go to waste. */
+  if (size <= usable && (size > usable / 2 || usable <= 16)) return p;
+  void* q = tslab_alloc(a, size, atomic_load_explicit(&r->era, memory_order_relaxed));
+  if (!q) return NULL;
+  memcpy(q, p, size < usable ? size : usable);
+  tslab_free(a, p);
+  return q;
+}
+
+/* ---- handles ---- */
+
+static void* handle_target(tslab_t* a, tslab_handle_t h) {
+  if (!a || h == 0 || (uint8_t)(h >> 56) != a->tag) return NULL;
+  uint16_t gen = (uint16_t)(h >> 40);
+  uint64_t g = (h >> 14) & ((1ull << 26) - 1);
+  uint32_t idx = (uint32_t)(h & ((1u << 14) - 1));
+  if (g >= a->ngranules) return NULL;
+  tslab_run_t* r = atomic_load_explicit(&a->map[g], memory_order_acquire);
+  if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT)) return NULL;
+  uint8_t kind = atomic_load_explicit(&r->kind, memory_order_acquire);
+  if (kind == TSLAB_RUN_LARGE) {
+    return idx == 0 && r->large_gen == gen &&
+                   atomic_load_explicit(&r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE
+               ? r->start
+               : NULL;
+  }
+  if (kind != TSLAB_RUN_SLAB || idx >= r->capacity) return NULL;
+  _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_acquire);
+  if (!gens || atomic_load_explicit(&gens[idx], memory_order_relaxed) != gen) return NULL;
+  if (!tslab_slab_is_live(r, idx)) return NULL;
+  return r->start + (size_t)idx * r->obj_size;
+}
+
+TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h) {
+  void* p = handle_target(a, h);
+  if (!p) tslab_set_error(a ? TSLAB_ERR_INVALID_HANDLE : TSLAB_ERR_INVALID_ARGUMENT);
+  return p;
+}
+
+TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
+  void* p = handle_target(a, h);
+  if (!p) return fail_free(a, a ? TSLAB_ERR_INVALID_HANDLE : TSLAB_ERR_INVALID_ARGUMENT);
+  return tslab_free(a, p);
+}

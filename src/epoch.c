@@ -1,0 +1,276 @@
+/* Epochs: the ring of eras, advance and close (the close protocol of
+ * docs/ARCHITECTURE.md section 6.1), labels, domain reference counts and the
+ * per-epoch counters folded in at close. */
+#include <sched.h>
+#include <string.h>
+
+#include "internal.h"
+
+TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a) {
+  a->ring_bytes = (size_t)a->ring_size * sizeof(tslab_epoch_slot_t);
+  a->ring = (tslab_epoch_slot_t*)tslab_os_map(a->ring_bytes);
+  if (!a->ring) return false;
+  for (uint32_t i = 0; i < a->ring_size; i++) a->ring[i].label_id = -1;
+  if (pthread_mutex_init(&a->epoch_mu, NULL) != 0) return false;
+  tslab_epoch_slot_t* es = &a->ring[1 & a->ring_mask];
+  es->opened_ns = tslab_now_ns();
+  atomic_store(&es->state, TSLAB_STATE(1, TSLAB_EPOCH_ACTIVE));
+  atomic_store(&a->current, 1);
+  atomic_store(&a->epochs_opened, 1);
+  return true;
+}
+
+TSLAB_INTERNAL uint64_t tslab_epoch_state(tslab_t* a, uint64_t era) {
+  return atomic_load_explicit(&a->ring[era & a->ring_mask].state, memory_order_acquire);
+}
+
+/* Why an allocation in `era` is refused (TSLAB_OK if it is not). */
+TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era) {
+  if (era == 0 || era > atomic_load_explicit(&a->current, memory_order_acquire))
+    return TSLAB_ERR_EPOCH_UNKNOWN;
+  uint64_t st = tslab_epoch_state(a, era);
+  uint64_t held = TSLAB_STATE_ERA(st);
+  if (held > era) return TSLAB_ERR_EPOCH_STALE;
+  if (held < era) return TSLAB_ERR_EPOCH_UNKNOWN;
+  return TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE ? TSLAB_OK : TSLAB_ERR_EPOCH_CLOSED;
+}
+
+TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status) {
+  _Atomic uint64_t* c;
+  switch (status) {
+    case TSLAB_ERR_EPOCH_CLOSED: c = &a->fail_closed; break;
+    case TSLAB_ERR_EPOCH_STALE: c = &a->fail_stale; break;
+    case TSLAB_ERR_EPOCH_UNKNOWN: c = &a->fail_unknown; break;
+    case TSLAB_ERR_OUT_OF_MEMORY: c = &a->fail_oom; break;
+    default: c = &a->fail_size; break;
+  }
+  atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Closer: move a detached bin's counters into the era's slot, the
+ * instance's per-class totals and the cache's own totals. */
+TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls) {
+  tslab_epoch_slot_t* es = &a->ring[atomic_load_explicit(&bin->era, memory_order_relaxed) & a->ring_mask];
+  uint64_t al = atomic_load_explicit(&bin->allocs, memory_order_relaxed);
+  uint64_t fr = atomic_load_explicit(&bin->frees, memory_order_relaxed);
+  uint64_t xf = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
+  uint64_t sl = atomic_load_explicit(&bin->slow, memory_order_relaxed);
+  uint64_t size = tslab_classes[cls].size;
+  atomic_fetch_add_explicit(&es->allocs, al, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->frees, fr, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->xfrees, xf, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->slow, sl, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->alloc_bytes, al * size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->free_bytes, fr * size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext_allocs[cls], al, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext_frees[cls], fr, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext_xfrees[cls], xf, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext_slow[cls], sl, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_allocs, al, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_frees, fr, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_xfrees, xf, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_slow, sl, memory_order_relaxed);
+  atomic_store_explicit(&bin->allocs, 0, memory_order_relaxed);
+  atomic_store_explicit(&bin->frees, 0, memory_order_relaxed);
+  atomic_store_explicit(&bin->xfrees, 0, memory_order_relaxed);
+  atomic_store_explicit(&bin->slow, 0, memory_order_relaxed);
+}
+
+/* ---- labels ---- */
+
+static int label_find_or_add(tslab_t* a, const char* name) {
+  for (uint32_t i = 0; i < a->nlabels; i++)
+    if (strcmp(a->labels[i].name, name) == 0) return (int)i;
+  if (a->nlabels < TSLAB_LABELS_MAX) {
+    tslab_label_entry_t* l = &a->labels[a->nlabels];
+    strncpy(l->name, name, TSLAB_LABEL_MAX - 1);
+    return (int)a->nlabels++;
+  }
+  return TSLAB_LABELS_MAX; /* "(other)" */
+}
+
+/* An era leaves the ring: its counts go to its label's totals. Epoch mutex. */
+static void retire_label(tslab_t* a, tslab_epoch_slot_t* es) {
+  if (es->label_id < 0) return;
+  tslab_label_entry_t* l = &a->labels[es->label_id];
+  l->epochs++;
+  l->allocs += atomic_load(&es->allocs) + atomic_load(&es->large_allocs);
+  l->frees += atomic_load(&es->frees) + atomic_load(&es->large_frees);
+  l->xfrees += atomic_load(&es->xfrees);
+  l->slow += atomic_load(&es->slow);
+  l->alloc_bytes += atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
+  l->free_bytes += atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
+}
+
+static void slot_reset(tslab_epoch_slot_t* es) {
+  es->label[0] = 0;
+  es->label_id = -1;
+  es->rss_before_close = es->rss_after_close = es->released_at_close = es->close_ns = 0;
+  es->forced = false;
+  atomic_store(&es->refcount, 0);
+  atomic_store(&es->allocs, 0);
+  atomic_store(&es->frees, 0);
+  atomic_store(&es->xfrees, 0);
+  atomic_store(&es->slow, 0);
+  atomic_store(&es->alloc_bytes, 0);
+  atomic_store(&es->free_bytes, 0);
+  atomic_store(&es->slabs, 0);
+  atomic_store(&es->slab_bytes, 0);
+  atomic_store(&es->empty_runs, 0);
+  atomic_store(&es->empty_bytes, 0);
+  atomic_store(&es->released_bytes, 0);
+  atomic_store(&es->large_allocs, 0);
+  atomic_store(&es->large_frees, 0);
+  atomic_store(&es->large_bytes_alloc, 0);
+  atomic_store(&es->large_bytes_free, 0);
+}
+
+/* ---- close ---- */
+
+/* Wait until a cache is outside its busy window (section 6.1 step 3). */
+static void wait_quiescent(tslab_tcache_t* tc) {
+  for (unsigned spins = 0; atomic_load_explicit(&tc->busy, memory_order_acquire); spins++) {
+    if (spins > 64) sched_yield();
+  }
+}
+
+/* Close `era`, whose slot currently holds it open. Epoch mutex held. */
+static void close_locked(tslab_t* a, uint64_t era, bool forced) {
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_epoch_slot_t* es = &a->ring[slot];
+  uint64_t t0 = tslab_now_ns();
+  uint64_t released0 = atomic_load(&es->released_bytes);
+  es->rss_before_close = tslab_process_rss();
+  es->forced = forced;
+  atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSING), memory_order_seq_cst);
+  tslab_os_heavy_fence();
+  pthread_mutex_lock(&a->reg_mu);
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(tc);
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) tslab_tcache_detach_slot(a, tc, slot, era);
+  pthread_mutex_unlock(&a->reg_mu);
+  tslab_heap_release_era(a, era);
+  es->rss_after_close = tslab_process_rss();
+  es->released_at_close = atomic_load(&es->released_bytes) - released0;
+  es->close_ns = tslab_now_ns() - t0;
+  atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
+  if (forced) atomic_fetch_add_explicit(&a->epochs_forced, 1, memory_order_relaxed);
+}
+
+TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e) {
+  if (!a) {
+    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
+    return TSLAB_ERR_INVALID_ARGUMENT;
+  }
+  pthread_mutex_lock(&a->epoch_mu);
+  int status = tslab_epoch_reject_status(a, e);
+  if (status == TSLAB_OK) close_locked(a, e, false);
+  pthread_mutex_unlock(&a->epoch_mu);
+  if (status == TSLAB_ERR_EPOCH_CLOSED) return TSLAB_OK;
+  if (status != TSLAB_OK) tslab_set_error(status);
+  return status;
+}
+
+TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
+  if (!a) {
+    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
+    return 0;
+  }
+  pthread_mutex_lock(&a->epoch_mu);
+  uint64_t era = atomic_load(&a->current) + 1;
+  tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
+  uint64_t st = atomic_load(&es->state);
+  uint64_t old = TSLAB_STATE_ERA(st);
+  if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE) close_locked(a, old, true);
+  if (old) retire_label(a, es);
+  slot_reset(es);
+  es->opened_ns = tslab_now_ns();
+  atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), memory_order_seq_cst);
+  atomic_store_explicit(&a->current, era, memory_order_seq_cst);
+  atomic_fetch_add_explicit(&a->epochs_opened, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&a->epoch_mu);
+  return era;
+}
+
+TSLAB_API tslab_epoch_t tslab_epoch_current(tslab_t* a) {
+  return a ? atomic_load_explicit(&a->current, memory_order_acquire) : 0;
+}
+
+TSLAB_API int tslab_epoch_status(tslab_t* a, tslab_epoch_t e) {
+  return a ? tslab_epoch_reject_status(a, e) : TSLAB_ERR_INVALID_ARGUMENT;
+}
+
+/* Status of an era that must still be in the ring (open or closing). */
+static int ring_status(tslab_t* a, uint64_t e) {
+  int st = tslab_epoch_reject_status(a, e);
+  return st == TSLAB_ERR_EPOCH_CLOSED ? TSLAB_OK : st;
+}
+
+static int fail(int status) {
+  if (status != TSLAB_OK) tslab_set_error(status);
+  return status;
+}
+
+TSLAB_API int tslab_epoch_set_label(tslab_t* a, tslab_epoch_t e, const char* label) {
+  if (!a) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  pthread_mutex_lock(&a->epoch_mu);
+  int st = ring_status(a, e);
+  if (st == TSLAB_OK) {
+    tslab_epoch_slot_t* es = &a->ring[e & a->ring_mask];
+    if (label && label[0]) {
+      strncpy(es->label, label, TSLAB_LABEL_MAX - 1);
+      es->label[TSLAB_LABEL_MAX - 1] = 0;
+      es->label_id = label_find_or_add(a, es->label);
+    } else {
+      es->label[0] = 0;
+      es->label_id = -1;
+    }
+  }
+  pthread_mutex_unlock(&a->epoch_mu);
+  return fail(st);
+}
+
+TSLAB_API int tslab_epoch_get_label(tslab_t* a, tslab_epoch_t e, char* buf, size_t cap) {
+  if (!a || (!buf && cap)) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  pthread_mutex_lock(&a->epoch_mu);
+  int st = ring_status(a, e);
+  if (st == TSLAB_OK && cap) {
+    strncpy(buf, a->ring[e & a->ring_mask].label, cap - 1);
+    buf[cap - 1] = 0;
+  }
+  pthread_mutex_unlock(&a->epoch_mu);
+  return fail(st);
+}
+
+/* Refcounts are changed under the epoch mutex so an era cannot leave the
+ * ring between the check and the update. */
+TSLAB_API int tslab_epoch_ref(tslab_t* a, tslab_epoch_t e) {
+  if (!a) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  pthread_mutex_lock(&a->epoch_mu);
+  int st = ring_status(a, e);
+  if (st == TSLAB_OK) atomic_fetch_add(&a->ring[e & a->ring_mask].refcount, 1);
+  pthread_mutex_unlock(&a->epoch_mu);
+  return fail(st);
+}
+
+TSLAB_API int tslab_epoch_unref(tslab_t* a, tslab_epoch_t e) {
+  if (!a) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  pthread_mutex_lock(&a->epoch_mu);
+  int st = ring_status(a, e);
+  if (st == TSLAB_OK) {
+    _Atomic int64_t* rc = &a->ring[e & a->ring_mask].refcount;
+    if (atomic_load(rc) <= 0)
+      st = TSLAB_ERR_INVALID_ARGUMENT;
+    else
+      atomic_fetch_sub(rc, 1);
+  }
+  pthread_mutex_unlock(&a->epoch_mu);
+  return fail(st);
+}
+
+TSLAB_API int64_t tslab_epoch_refcount(tslab_t* a, tslab_epoch_t e) {
+  if (!a) return -1;
+  pthread_mutex_lock(&a->epoch_mu);
+  int64_t rc = ring_status(a, e) == TSLAB_OK ? atomic_load(&a->ring[e & a->ring_mask].refcount) : -1;
+  pthread_mutex_unlock(&a->epoch_mu);
+  return rc;
+}

@@ -1,0 +1,128 @@
+/* Instances: configuration, creation, destruction and the consistency
+ * checker that walks all metadata. */
+#include <stdio.h>
+#include <string.h>
+
+#include "http.h"
+#include "internal.h"
+
+TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a);
+
+static _Atomic uint64_t next_id = 1;
+
+TSLAB_API void tslab_config_init(tslab_config_t* c) {
+  if (!c) return;
+  memset(c, 0, sizeof *c);
+  c->epoch_ring_size = 16;
+  c->reserve_bytes = (size_t)64 << 30;
+  c->pool_resident_max = (size_t)4 << 20;
+  c->max_alloc_size = (size_t)1 << 30;
+  c->release_policy = TSLAB_RELEASE_ON_CLOSE;
+}
+
+static bool config_valid(const tslab_config_t* c) {
+  uint32_t n = c->epoch_ring_size;
+  if (n < 2 || n > TSLAB_RING_MAX || (n & (n - 1))) return false;
+  /* Handles hold a 26-bit granule index: at most 1 TiB of reservation. */
+  if (c->reserve_bytes < ((size_t)4 << 20) || c->reserve_bytes > ((size_t)1 << 40)) return false;
+  if (c->max_alloc_size == 0 || c->max_alloc_size > c->reserve_bytes / 2) return false;
+  return c->release_policy == TSLAB_RELEASE_ON_CLOSE || c->release_policy == TSLAB_RELEASE_EAGER;
+}
+
+static void unmap_all(tslab_t* a) {
+  tslab_tcache_destroy_all(a);
+  tslab_os_unmap(a->ring, a->ring_bytes);
+  tslab_os_unmap(a->meta, a->meta_reserve);
+  tslab_os_unmap((void*)a->map, a->map_bytes);
+  tslab_os_unmap(a->base, a->reserve);
+  tslab_os_unmap(a, sizeof *a);
+}
+
+TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
+  tslab_config_t c;
+  if (config)
+    c = *config;
+  else
+    tslab_config_init(&c);
+  if (!config_valid(&c)) {
+    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
+    return NULL;
+  }
+  c.reserve_bytes &= ~(TSLAB_GRANULE - 1);
+  tslab_t* a = (tslab_t*)tslab_os_map(sizeof *a);
+  if (!a) {
+    tslab_set_error(TSLAB_ERR_OUT_OF_MEMORY);
+    return NULL;
+  }
+  a->config = c;
+  a->id = atomic_fetch_add(&next_id, 1);
+  a->tag = (uint8_t)(1 + a->id % 255);
+  a->ring_size = c.epoch_ring_size;
+  a->ring_mask = c.epoch_ring_size - 1;
+  a->reserve = c.reserve_bytes;
+  a->ngranules = a->reserve >> TSLAB_GRANULE_SHIFT;
+  a->map_bytes = a->ngranules * sizeof(a->map[0]);
+  /* Descriptors are about 200 bytes per run, bitmaps at most 512 per slab. */
+  a->meta_reserve = (a->ngranules * 1024 + TSLAB_COMMIT_STEP - 1) & ~(TSLAB_COMMIT_STEP - 1);
+  a->base = (uint8_t*)tslab_os_reserve(a->reserve);
+  a->meta = a->base ? (uint8_t*)tslab_os_reserve(a->meta_reserve) : NULL;
+  a->map = a->meta ? (_Atomic(tslab_run_t*)*)tslab_os_map(a->map_bytes) : NULL;
+  bool ok = a->map && tslab_heap_init(a) && tslab_epochs_init(a) &&
+            pthread_mutex_init(&a->reg_mu, NULL) == 0;
+  if (ok) {
+    strcpy(a->labels[TSLAB_LABELS_MAX].name, "(other)");
+    ok = tslab_instance_register(a);
+  }
+  if (!ok) {
+    unmap_all(a);
+    tslab_set_error(TSLAB_ERR_OUT_OF_MEMORY);
+    return NULL;
+  }
+  return a;
+}
+
+TSLAB_API void tslab_destroy(tslab_t* a) {
+  if (!a) return;
+  tslab_http_shutdown(a);
+  tslab_tcache_forget_instance(a);
+  pthread_mutex_destroy(&a->reg_mu);
+  pthread_mutex_destroy(&a->epoch_mu);
+  pthread_mutex_destroy(&a->heap.mu);
+  unmap_all(a);
+}
+
+/* ---- consistency checker ---- */
+
+TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
+  if (report && cap) report[0] = 0;
+  if (!a) return 1;
+  pthread_mutex_lock(&a->epoch_mu);
+  size_t bad = tslab_heap_check(a, report, cap);
+  bad += tslab_tcache_check(a, bad ? NULL : report, cap);
+  pthread_mutex_lock(&a->heap.mu);
+  uint64_t slabs = 0;
+  for (size_t g = 0; g < a->heap.top;) {
+    tslab_run_t* r = atomic_load(&a->map[g]);
+    if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT)) break; /* reported by the heap check */
+    int kind = atomic_load(&r->kind);
+    if (kind == TSLAB_RUN_SLAB) {
+      size_t n = tslab_slab_check(a, r, bad ? NULL : report, cap);
+      bad += n;
+      slabs++;
+    } else if (kind == TSLAB_RUN_LARGE) {
+      slabs++;
+    }
+    g += r->granules;
+  }
+  uint64_t counted = 0;
+  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) counted += atomic_load(&a->cls_slabs[c]);
+  uint64_t large = atomic_load(&a->large_allocs) - atomic_load(&a->large_frees);
+  if (counted + large != slabs) {
+    if (bad++ == 0 && report && cap)
+      snprintf(report, cap, "slab counters say %llu, the heap holds %llu",
+               (unsigned long long)(counted + large), (unsigned long long)slabs);
+  }
+  pthread_mutex_unlock(&a->heap.mu);
+  pthread_mutex_unlock(&a->epoch_mu);
+  return bad;
+}

@@ -1,0 +1,434 @@
+/* Internal data structures of temporal-slab. See docs/ARCHITECTURE.md for the
+ * ownership and memory order of every shared field; the comments here only
+ * name the owner. Nothing declared here is exported from the library. */
+#ifndef TSLAB_INTERNAL_H
+#define TSLAB_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tslab.h"
+
+#define TSLAB_INTERNAL __attribute__((visibility("hidden")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#ifndef TSLAB_COUNTERS
+#define TSLAB_COUNTERS 1
+#endif
+#if TSLAB_COUNTERS
+#define TSLAB_COUNT(field, n) ((field) += (n))
+#else
+#define TSLAB_COUNT(field, n) ((void)0)
+#endif
+
+#ifdef TSLAB_DEBUG
+#include <assert.h>
+#define TSLAB_ASSERT(x) assert(x)
+#else
+#define TSLAB_ASSERT(x) ((void)0)
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Geometry                                                                  */
+/* ------------------------------------------------------------------------- */
+
+#define TSLAB_GRANULE_SHIFT 14
+#define TSLAB_GRANULE ((size_t)1 << TSLAB_GRANULE_SHIFT) /* 16 KiB */
+#define TSLAB_COMMIT_STEP ((size_t)4 << 20)
+#define TSLAB_SMALL_MAX 32768u
+#define TSLAB_CLASSES 80u            /* 8..64 step 8, then 8 per power of two to 32 KiB */
+#define TSLAB_SLAB_MAX_GRANULES 16u
+#define TSLAB_MAX_SLOTS 2048u        /* objects per slab, at most */
+#define TSLAB_MAX_WORDS (TSLAB_MAX_SLOTS / 64u)
+#define TSLAB_RING_MAX 256u
+#define TSLAB_MAX_ALIGNMENT ((size_t)1 << 20)
+
+typedef struct tslab_class_info {
+  uint32_t size;      /* object size */
+  uint32_t granules;  /* slab length */
+  uint32_t capacity;  /* objects per slab */
+  uint32_t words;     /* bitmap words */
+  uint64_t recip;     /* ceil(2^40 / size): slot = (offset * recip) >> 40 */
+} tslab_class_info_t;
+
+TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
+TSLAB_INTERNAL void tslab_classes_init(void);
+
+/* Class of a request of 1..TSLAB_SMALL_MAX bytes. */
+static inline uint32_t tslab_class_of(size_t size) {
+  if (size <= 64) return (uint32_t)((size + 7) >> 3) - 1;
+  size_t s = size - 1;
+  uint32_t k = 63u - (uint32_t)__builtin_clzll(s); /* 2^k <= s < 2^(k+1), k >= 6 */
+  return 8u + (k - 6u) * 8u + (uint32_t)((s >> (k - 3u)) & 7u);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Runs: slabs, large spans, free runs                                       */
+/* ------------------------------------------------------------------------- */
+
+enum tslab_run_kind {
+  TSLAB_RUN_NONE = 0,
+  TSLAB_RUN_FREE_DIRTY = 1, /* free, pages may be resident */
+  TSLAB_RUN_FREE_CLEAN = 2, /* free, released to the OS */
+  TSLAB_RUN_RELEASING = 3,  /* leaving the heap mutex to be madvised */
+  TSLAB_RUN_SLAB = 4,
+  TSLAB_RUN_LARGE = 5
+};
+
+enum tslab_slab_mode { TSLAB_ATTACHED = 0, TSLAB_DETACHED = 1 };
+enum tslab_notify { TSLAB_NOTIFY_NONE = 0, TSLAB_NOTIFY_ARMED = 1, TSLAB_NOTIFY_QUEUED = 2 };
+enum tslab_bin_list { TSLAB_LIST_NONE = 0, TSLAB_LIST_CUR, TSLAB_LIST_READY, TSLAB_LIST_PARKED };
+enum tslab_large_state { TSLAB_LARGE_LIVE = 1, TSLAB_LARGE_FREED = 2 };
+
+typedef struct tslab_tcache tslab_tcache_t;
+typedef struct tslab_run tslab_run_t;
+
+struct tslab_run {
+  /* Written by the formatter before the run is published in map[]. */
+  uint8_t* start;
+  uint32_t granules;
+  _Atomic uint8_t kind;       /* enum tslab_run_kind; heap mutex writes */
+  uint8_t cls;
+  uint16_t words;
+  uint32_t obj_size;
+  uint32_t capacity;
+  uint64_t recip;
+  _Atomic uint64_t era;
+
+  /* Slab ownership (docs/ARCHITECTURE.md section 3). */
+  _Atomic(tslab_tcache_t*) owner;
+  _Atomic uint32_t mode;
+  _Atomic uint32_t notify;
+  uint32_t used;              /* owner only */
+  uint32_t hint;              /* owner only */
+  uint8_t list;               /* owner only: enum tslab_bin_list */
+  _Atomic int64_t live;       /* detached accounting */
+  _Atomic uint64_t* alloc;    /* words bitmap words each */
+  _Atomic uint64_t* remote;
+  _Atomic(_Atomic uint16_t*) gens;
+  tslab_run_t* bin_next;      /* owner only: ready / parked list */
+  tslab_run_t* bin_prev;
+  tslab_run_t* notify_next;   /* owner cache's mutex */
+  tslab_run_t* notify_prev;
+
+  /* Large spans. */
+  _Atomic uint32_t large_state;
+  uint16_t large_gen;
+  size_t large_size;
+
+  /* Heap links (heap mutex). */
+  tslab_run_t* heap_next;
+  tslab_run_t* heap_prev;
+  tslab_run_t* lru_next;
+  tslab_run_t* lru_prev;
+  uint64_t last_era;          /* dirty runs: the era they last served */
+  uint16_t fmt_gen;           /* bumped by every format */
+};
+
+/* ------------------------------------------------------------------------- */
+/* Thread caches                                                             */
+/* ------------------------------------------------------------------------- */
+
+typedef struct tslab_bin {
+  tslab_run_t* cur;
+  tslab_run_t* ready;
+  tslab_run_t* parked;
+  _Atomic uint64_t era;       /* era of the slabs and counters, 0 = none; owner and closer write */
+  /* Counters of this (slot, class) for `era`; owner-only writes. */
+  _Atomic uint64_t allocs;
+  _Atomic uint64_t frees;
+  _Atomic uint64_t xfrees;
+  _Atomic uint64_t slow;
+  _Atomic uint64_t requested;   /* bytes asked for */
+} tslab_bin_t;
+
+struct tslab_tcache {
+  _Atomic uint32_t busy;      /* owner writes; closers read (section 5) */
+  uint32_t attached;          /* guarded by the instance's registry mutex */
+  tslab_t* inst;
+  pthread_mutex_t mu;         /* notify list, detach */
+  tslab_run_t* notify_head;   /* mu */
+  _Atomic uint32_t notify_pending;
+  tslab_tcache_t* reg_next;   /* registry mutex */
+  tslab_tcache_t* abandoned_next;
+  size_t bytes;               /* size of this mapping */
+  /* This thread's counts of closed eras, folded in by closers (atomic add,
+   * closers are serialised by the epoch mutex; the owner only reads). */
+  _Atomic uint64_t folded_allocs, folded_frees, folded_xfrees, folded_slow;
+  tslab_bin_t bins[];         /* ring_size * TSLAB_CLASSES */
+};
+
+/* ------------------------------------------------------------------------- */
+/* Epoch ring                                                                */
+/* ------------------------------------------------------------------------- */
+
+enum { TSLAB_STATE_BITS = 2 };
+#define TSLAB_STATE(era, st) (((uint64_t)(era) << TSLAB_STATE_BITS) | (uint64_t)(st))
+#define TSLAB_STATE_ERA(w) ((w) >> TSLAB_STATE_BITS)
+#define TSLAB_STATE_OF(w) ((uint32_t)((w) & 3u))
+
+typedef struct tslab_epoch_slot {
+  _Atomic uint64_t state;             /* epoch mutex writes (seq_cst); lock-free reads */
+  _Atomic int64_t refcount;
+  /* Below: epoch mutex, except the atomics. */
+  char label[TSLAB_LABEL_MAX];
+  int label_id;                       /* index in the label registry, -1 = none */
+  uint64_t opened_ns;
+  uint64_t rss_before_close, rss_after_close, released_at_close, close_ns;
+  bool forced;
+  /* Counts folded from thread caches at close, and frees after detach. */
+  _Atomic uint64_t allocs, frees, xfrees, slow;
+  _Atomic uint64_t alloc_bytes, free_bytes;
+  _Atomic uint64_t slabs;             /* slabs and spans of the era in use */
+  _Atomic uint64_t slab_bytes;
+  _Atomic uint64_t empty_runs;        /* dirty pool runs last used by the era */
+  _Atomic uint64_t empty_bytes;
+  _Atomic uint64_t released_bytes;    /* total released for the era */
+  _Atomic uint64_t large_allocs, large_frees, large_bytes_alloc, large_bytes_free;
+} tslab_epoch_slot_t;
+
+typedef struct tslab_label_entry {
+  char name[TSLAB_LABEL_MAX];
+  /* Totals of eras that left the ring (epoch mutex). */
+  uint64_t epochs, allocs, frees, xfrees, slow, alloc_bytes, free_bytes;
+} tslab_label_entry_t;
+
+/* ------------------------------------------------------------------------- */
+/* Page heap                                                                 */
+/* ------------------------------------------------------------------------- */
+
+#define TSLAB_HEAP_EXACT 64u          /* exact-size bins for 1..64 granules */
+#define TSLAB_HEAP_BINS (TSLAB_HEAP_EXACT + 40u)
+
+typedef struct tslab_heap {
+  pthread_mutex_t mu;
+  tslab_run_t* clean[TSLAB_HEAP_BINS];
+  uint64_t clean_mask[2];
+  tslab_run_t* dirty[TSLAB_SLAB_MAX_GRANULES + 1]; /* exact lengths, newest first */
+  tslab_run_t* lru_head;              /* dirty runs, oldest first */
+  tslab_run_t* lru_tail;
+  size_t dirty_bytes;
+  size_t top;                         /* granules handed out from the start */
+  size_t committed;                   /* bytes made usable */
+  /* Descriptor and bitmap storage (metadata region). */
+  tslab_run_t* free_descs;
+  void* free_words[TSLAB_MAX_WORDS * 2 + 1]; /* by word count */
+  void* free_gens[TSLAB_MAX_SLOTS / 64 + 1]; /* by slot count / 64 */
+  size_t meta_top;
+  size_t meta_committed;
+} tslab_heap_t;
+
+/* ------------------------------------------------------------------------- */
+/* The instance                                                              */
+/* ------------------------------------------------------------------------- */
+
+struct tslab {
+  uint64_t id;                        /* unique per process, never reused */
+  uint8_t tag;                        /* id's low byte, stamped in handles */
+  uint32_t ring_size, ring_mask;
+  tslab_config_t config;
+  uint8_t* base;                      /* reservation */
+  size_t reserve;
+  size_t ngranules;
+  _Atomic(tslab_run_t*)* map;         /* per granule */
+  size_t map_bytes;
+  uint8_t* meta;                      /* metadata region */
+  size_t meta_reserve;
+
+  tslab_heap_t heap;
+
+  pthread_mutex_t epoch_mu;           /* advance, close, labels */
+  _Atomic uint64_t current;
+  tslab_epoch_slot_t* ring;
+  size_t ring_bytes;
+  tslab_label_entry_t labels[TSLAB_LABELS_MAX + 1]; /* last: "(other)" */
+  uint32_t nlabels;
+
+  pthread_mutex_t reg_mu;             /* cache registry */
+  tslab_tcache_t* caches;
+  tslab_tcache_t* abandoned;
+  _Atomic uint64_t ncaches, nattached;
+
+  /* Instance-wide counters for what no thread cache can count. */
+  _Atomic uint64_t invalid_frees;
+  _Atomic uint64_t fail_closed, fail_stale, fail_unknown, fail_size, fail_oom;
+  _Atomic uint64_t requested_bytes;
+  _Atomic uint64_t ext_allocs[TSLAB_CLASSES], ext_frees[TSLAB_CLASSES],
+      ext_xfrees[TSLAB_CLASSES], ext_slow[TSLAB_CLASSES];
+  _Atomic uint64_t large_allocs, large_frees, large_bytes_live;
+  _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes;
+  _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
+  _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced;
+  _Atomic uint64_t resident_bytes;    /* runs handed out or dirty, not released */
+  _Atomic uint64_t clean_bytes;
+  _Atomic uint64_t meta_bytes;
+
+  /* Slow-path sampling. */
+  _Atomic uint32_t sample_one_in;
+  _Atomic uint64_t sample_tick, samples, sample_wall, sample_cpu, sample_wall_max;
+
+  void* http;                         /* owned by src/http.c */
+};
+
+/* ------------------------------------------------------------------------- */
+/* Cross-file internal functions                                             */
+/* ------------------------------------------------------------------------- */
+
+/* errors.c */
+TSLAB_INTERNAL void tslab_set_error(int status);
+
+/* os.c */
+TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes);
+TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
+TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
+TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes);
+TSLAB_INTERNAL void* tslab_os_map(size_t bytes); /* readable zeroed memory */
+TSLAB_INTERNAL void tslab_os_heavy_fence(void);
+TSLAB_INTERNAL bool tslab_os_has_membarrier(void);
+TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void);
+
+/* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 5). */
+static inline void tslab_light_fence(void) {
+  extern TSLAB_INTERNAL bool tslab_membarrier_ok;
+  if (likely(tslab_membarrier_ok))
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* heap.c */
+TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a);
+TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t granules, size_t align_granules);
+TSLAB_INTERNAL void tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release);
+TSLAB_INTERNAL void tslab_heap_release_era(tslab_t* a, uint64_t era);
+TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words);
+TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity);
+TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap);
+
+static inline tslab_run_t* tslab_run_of(tslab_t* a, const void* p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+  if (unlikely(off >= a->reserve)) return NULL;
+  tslab_run_t* r = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+  /* A stale map entry may name a recycled descriptor: the range check decides. */
+  if (!r || (uintptr_t)p - (uintptr_t)r->start >= ((uintptr_t)r->granules << TSLAB_GRANULE_SHIFT))
+    return NULL;
+  return r;
+}
+
+/* slab.c */
+TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era);
+TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a);
+TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_t* a, tslab_run_t* s, uint32_t idx);
+TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
+TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
+
+/* Allocate a slot from an attached slab (owner, in the busy window). */
+static inline void* tslab_slab_pop(tslab_run_t* s, uint32_t* out_idx) {
+  uint32_t w = s->hint;
+  while (w < s->words) {
+    uint64_t bits = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
+    if (~bits) {
+      uint32_t b = (uint32_t)__builtin_ctzll(~bits);
+      atomic_store_explicit(&s->alloc[w], bits | (1ull << b), memory_order_relaxed);
+      s->used++;
+      s->hint = w;
+      uint32_t idx = (w << 6) + b;
+      _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
+      if (unlikely(g != NULL))
+        atomic_store_explicit(&g[idx], (uint16_t)(atomic_load_explicit(&g[idx], memory_order_relaxed) + 1),
+                              memory_order_relaxed);
+      if (out_idx) *out_idx = idx;
+      return s->start + (size_t)idx * s->obj_size;
+    }
+    w++;
+  }
+  s->hint = w;
+  return NULL;
+}
+
+/* Slot of p in slab s, or UINT32_MAX when p is not the start of a slot. */
+static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
+  uint64_t off = (uint64_t)((const uint8_t*)p - s->start);
+  uint32_t idx = (uint32_t)((off * s->recip) >> 40);
+  if (unlikely((uint64_t)idx * s->obj_size != off || idx >= s->capacity)) return UINT32_MAX;
+  return idx;
+}
+
+static inline bool tslab_slab_is_live(const tslab_run_t* s, uint32_t idx) {
+  uint64_t bit = 1ull << (idx & 63);
+  return (atomic_load_explicit(&s->alloc[idx >> 6], memory_order_relaxed) & bit) &&
+         !(atomic_load_explicit(&s->remote[idx >> 6], memory_order_relaxed) & bit);
+}
+
+/* tcache.c */
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
+TSLAB_INTERNAL void* tslab_alloc_slow(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
+                                      uint64_t era, uint32_t* out_idx, tslab_run_t** out_run);
+TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s);
+TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era);
+TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
+TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a);
+TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a);
+TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap);
+
+typedef struct tslab_tls_entry {
+  tslab_t* inst;
+  uint64_t id;
+  tslab_tcache_t* tc;
+} tslab_tls_entry_t;
+
+#define TSLAB_TLS_ENTRIES 8
+TSLAB_INTERNAL extern __thread tslab_tls_entry_t tslab_tls[TSLAB_TLS_ENTRIES];
+
+/* This thread's cache for instance a (created on first use), or NULL. */
+static inline tslab_tcache_t* tslab_tcache_get(tslab_t* a) {
+  tslab_tls_entry_t* e = &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+  if (likely(e->inst == a && e->id == a->id)) return e->tc;
+  return tslab_tcache_slow(a);
+}
+
+static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
+  return &tc->bins[(size_t)(era & a->ring_mask) * TSLAB_CLASSES + cls];
+}
+
+static inline void tslab_busy_enter(tslab_tcache_t* tc) {
+  atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+  tslab_light_fence();
+}
+
+static inline void tslab_busy_exit(tslab_tcache_t* tc) {
+  atomic_store_explicit(&tc->busy, 0, memory_order_release);
+}
+
+/* Owner-only counter increment: a load and a store, no read-modify-write. */
+static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
+#if TSLAB_COUNTERS
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+#else
+  (void)c;
+  (void)n;
+#endif
+}
+
+/* epoch.c */
+TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a);
+TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era);
+TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status);
+TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls);
+TSLAB_INTERNAL uint64_t tslab_epoch_state(tslab_t* a, uint64_t era);
+
+/* large.c */
+TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, size_t size, size_t align, uint64_t era);
+TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_run_t* r, const void* p);
+
+/* stats.c: slow-path sampling */
+TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, uint64_t* wall, uint64_t* cpu);
+TSLAB_INTERNAL void tslab_sample_end(tslab_t* a, uint64_t wall, uint64_t cpu);
+
+#endif

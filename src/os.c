@@ -1,0 +1,124 @@
+/* Operating-system interface: address-space reservation, commit, release,
+ * the heavy side of the asymmetric fence, clocks and RSS. Every call that
+ * can fail is routed through the fault injector of src/fault.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fault.h"
+#include "internal.h"
+
+TSLAB_INTERNAL bool tslab_membarrier_ok;
+
+/* ---- fault injection ---- */
+
+static _Atomic unsigned fault_ops;
+static _Atomic uint64_t fault_skip, fault_count, fault_injected;
+
+TSLAB_INTERNAL void tslab_fault_inject(unsigned ops, uint64_t skip, uint64_t count) {
+  atomic_store(&fault_skip, skip);
+  atomic_store(&fault_count, count);
+  atomic_store(&fault_injected, 0);
+  atomic_store(&fault_ops, ops);
+}
+
+TSLAB_INTERNAL void tslab_fault_clear(void) { atomic_store(&fault_ops, 0); }
+
+TSLAB_INTERNAL uint64_t tslab_fault_injected(void) { return atomic_load(&fault_injected); }
+
+static bool fault_fires(unsigned op) {
+  if (likely(!(atomic_load_explicit(&fault_ops, memory_order_relaxed) & op))) return false;
+  uint64_t skip = atomic_load(&fault_skip);
+  while (skip > 0) {
+    if (atomic_compare_exchange_weak(&fault_skip, &skip, skip - 1)) return false;
+  }
+  uint64_t count = atomic_load(&fault_count);
+  while (count > 0) {
+    if (count == UINT64_MAX || atomic_compare_exchange_weak(&fault_count, &count, count - 1)) {
+      atomic_fetch_add(&fault_injected, 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* ---- memory ---- */
+
+TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes) {
+  if (fault_fires(TSLAB_FAULT_RESERVE)) return NULL;
+  void* p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes) {
+  if (fault_fires(TSLAB_FAULT_COMMIT)) return false;
+  return mprotect(p, bytes, PROT_READ | PROT_WRITE) == 0;
+}
+
+TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes) {
+  if (fault_fires(TSLAB_FAULT_RELEASE)) return false;
+  return madvise(p, bytes, MADV_DONTNEED) == 0;
+}
+
+TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes) {
+  if (p) munmap(p, bytes);
+}
+
+TSLAB_INTERNAL void* tslab_os_map(size_t bytes) {
+  if (fault_fires(TSLAB_FAULT_COMMIT)) return NULL;
+  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* ---- asymmetric fence ---- */
+
+/* Registered once per process; without it the fast path pays a full fence. */
+__attribute__((constructor)) static void tslab_os_init(void) {
+  long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+      syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+    tslab_membarrier_ok = true;
+  tslab_classes_init();
+}
+
+TSLAB_INTERNAL bool tslab_os_has_membarrier(void) { return tslab_membarrier_ok; }
+
+TSLAB_INTERNAL void tslab_os_heavy_fence(void) {
+  if (tslab_membarrier_ok && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+    return;
+  /* Fallback: the fast path uses a full fence, so a local one suffices. */
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* ---- clocks and RSS ---- */
+
+TSLAB_API uint64_t tslab_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+TSLAB_API uint64_t tslab_process_rss(void) {
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long long size = 0, resident = 0;
+  if (sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}

@@ -1,0 +1,468 @@
+/* Thread caches: one per (thread, instance), found through a thread-local
+ * table, owning slabs per (ring slot, class) bin. This file holds the
+ * allocation slow path, notification of remote frees, detaching a slot's
+ * slabs at epoch close, and flushing/abandoning caches at thread exit
+ * (docs/ARCHITECTURE.md sections 3.2 and 5). */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls[TSLAB_TLS_ENTRIES];
+
+/* Entries that did not fit the direct-mapped table (many instances). */
+static __thread tslab_tls_entry_t* tls_extra;
+static __thread size_t tls_extra_len, tls_extra_cap;
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* Live instances by id, so that a thread exiting after an instance was
+ * destroyed never touches its memory. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static tslab_t** live_list;
+static size_t live_len, live_cap;
+
+TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a);
+TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a) {
+  pthread_mutex_lock(&live_mu);
+  bool ok = true;
+  if (live_len == live_cap) {
+    size_t cap = live_cap ? live_cap * 2 : 16;
+    tslab_t** n = realloc(live_list, cap * sizeof *n);
+    if (n) {
+      live_list = n;
+      live_cap = cap;
+    } else {
+      ok = false;
+    }
+  }
+  if (ok) live_list[live_len++] = a;
+  pthread_mutex_unlock(&live_mu);
+  return ok;
+}
+
+static bool instance_alive_locked(tslab_t* a, uint64_t id) {
+  for (size_t i = 0; i < live_len; i++)
+    if (live_list[i] == a && a->id == id) return true;
+  return false;
+}
+
+/* ---- bins ---- */
+
+static void list_push(tslab_run_t** head, tslab_run_t* s, uint8_t which) {
+  s->list = which;
+  s->bin_prev = NULL;
+  s->bin_next = *head;
+  if (*head) (*head)->bin_prev = s;
+  *head = s;
+}
+
+static void list_remove(tslab_run_t** head, tslab_run_t* s) {
+  if (s->bin_prev)
+    s->bin_prev->bin_next = s->bin_next;
+  else
+    *head = s->bin_next;
+  if (s->bin_next) s->bin_next->bin_prev = s->bin_prev;
+  s->bin_next = s->bin_prev = NULL;
+  s->list = TSLAB_LIST_NONE;
+}
+
+static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
+  if (atomic_load_explicit(&s->notify, memory_order_relaxed) != TSLAB_NOTIFY_QUEUED) return;
+  if (s->notify_prev)
+    s->notify_prev->notify_next = s->notify_next;
+  else
+    tc->notify_head = s->notify_next;
+  if (s->notify_next) s->notify_next->notify_prev = s->notify_prev;
+  s->notify_next = s->notify_prev = NULL;
+  atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
+}
+
+/* Owner: take s out of its bin (and of the notify list). */
+TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
+  if (s->list == TSLAB_LIST_CUR)
+    bin->cur = NULL;
+  else if (s->list == TSLAB_LIST_READY)
+    list_remove(&bin->ready, s);
+  else if (s->list == TSLAB_LIST_PARKED)
+    list_remove(&bin->parked, s);
+  s->list = TSLAB_LIST_NONE;
+  pthread_mutex_lock(&tc->mu);
+  notify_unlink_locked(tc, s);
+  atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
+  atomic_store_explicit(&s->owner, NULL, memory_order_release);
+  pthread_mutex_unlock(&tc->mu);
+}
+
+/* Remote freer: the first remote free to an ARMED slab queues it for its
+ * owner. The owner check under the mutex rejects a stale owner pointer. */
+TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s) {
+  pthread_mutex_lock(&tc->mu);
+  uint32_t expected = TSLAB_NOTIFY_ARMED;
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == tc &&
+      atomic_compare_exchange_strong_explicit(&s->notify, &expected, TSLAB_NOTIFY_QUEUED,
+                                              memory_order_seq_cst, memory_order_relaxed)) {
+    s->notify_prev = NULL;
+    s->notify_next = tc->notify_head;
+    if (tc->notify_head) tc->notify_head->notify_prev = s;
+    tc->notify_head = s;
+    atomic_store_explicit(&tc->notify_pending, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&tc->mu);
+}
+
+/* Owner, in its busy window: a slab of an ACTIVE era got remote frees or
+ * emptied; put it where it belongs. */
+static void settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
+  uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
+  tslab_bin_t* bin = tslab_bin(a, tc, era, s->cls);
+  if (s->used == 0 && s->list != TSLAB_LIST_CUR) {
+    tslab_tcache_unlink_run(tc, bin, s);
+    tslab_slab_retire(a, s);
+  } else if (s->list == TSLAB_LIST_PARKED && s->used < s->capacity) {
+    list_remove(&bin->parked, s);
+    list_push(&bin->ready, s, TSLAB_LIST_READY);
+  }
+}
+
+/* Owner, in its busy window: handle the slabs remote freers queued. Slabs of
+ * eras that are closing are left to the closer. */
+static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
+  if (!atomic_load_explicit(&tc->notify_pending, memory_order_acquire)) return;
+  pthread_mutex_lock(&tc->mu);
+  tslab_run_t* list = tc->notify_head;
+  tc->notify_head = NULL;
+  atomic_store_explicit(&tc->notify_pending, 0, memory_order_relaxed);
+  for (tslab_run_t* s = list; s; s = s->notify_next)
+    atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
+  pthread_mutex_unlock(&tc->mu);
+  while (list) {
+    tslab_run_t* s = list;
+    list = s->notify_next;
+    s->notify_next = s->notify_prev = NULL;
+    uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
+    if (tslab_epoch_state(a, era) != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE)) continue;
+    tslab_slab_collect(s, a);
+    settle(a, tc, s);
+  }
+}
+
+/* Owner: the old current slab is full; park it armed for notification. */
+static void park(tslab_bin_t* bin, tslab_run_t* s) {
+  if (tslab_slab_arm(s))
+    list_push(&bin->ready, s, TSLAB_LIST_READY);
+  else
+    list_push(&bin->parked, s, TSLAB_LIST_PARKED);
+}
+
+static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
+  tslab_run_t* old = bin->cur;
+  if (old) park(bin, old);
+  s->list = TSLAB_LIST_CUR;
+  bin->cur = s;
+}
+
+/* Allocation slow path, in the busy window with `era` ACTIVE: collect remote
+ * frees of the current slab, then notified slabs, then ready slabs, then a
+ * new slab from the heap. */
+TSLAB_INTERNAL void* tslab_alloc_slow(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
+                                      uint64_t era, uint32_t* out_idx, tslab_run_t** out_run) {
+  uint64_t wall = 0, cpu = 0;
+  bool sampled = tslab_sample_begin(a, &wall, &cpu);
+  tslab_bump(&bin->slow, 1);
+  if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) {
+    TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == 0);
+    atomic_store_explicit(&bin->era, era, memory_order_relaxed);
+  }
+  void* p = NULL;
+  tslab_run_t* s = bin->cur;
+  if (s && tslab_slab_collect(s, a) > 0) p = tslab_slab_pop(s, out_idx);
+  if (!p) {
+    drain_notifications(a, tc);
+    s = bin->cur;
+    if (s) p = tslab_slab_pop(s, out_idx);
+  }
+  while (!p && bin->ready) {
+    /* A ready slab that turns out full is parked; arming puts it straight
+     * back on the ready list if frees raced in, and the next turn takes them. */
+    s = bin->ready;
+    list_remove(&bin->ready, s);
+    tslab_slab_collect(s, a);
+    p = tslab_slab_pop(s, out_idx);
+    if (p)
+      make_current(bin, s);
+    else
+      park(bin, s);
+  }
+  if (!p) {
+    s = tslab_slab_new(a, tc, cls, era);
+    if (s) {
+      make_current(bin, s);
+      p = tslab_slab_pop(s, out_idx);
+    }
+  }
+  if (out_run) *out_run = p ? s : NULL;
+  if (sampled) tslab_sample_end(a, wall, cpu);
+  return p;
+}
+
+/* ---- epoch close: detach a slot's slabs ---- */
+
+static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
+  while (s) {
+    tslab_run_t* next = s->bin_next;
+    notify_unlink_locked(tc, s);
+    tslab_slab_detach(a, s);
+    s = next;
+  }
+}
+
+/* Closer, with tc quiescent for `era` (section 6.1 step 4). */
+TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era) {
+  pthread_mutex_lock(&tc->mu);
+  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+    tslab_bin_t* bin = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+    if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
+    if (bin->cur) {
+      tslab_run_t* cur = bin->cur;
+      cur->bin_next = NULL;
+      detach_list(a, tc, cur);
+    }
+    detach_list(a, tc, bin->ready);
+    detach_list(a, tc, bin->parked);
+    tslab_epoch_fold_bin(a, tc, bin, c);
+    bin->cur = bin->ready = bin->parked = NULL;
+    atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&tc->mu);
+}
+
+/* ---- creation, lookup, exit ---- */
+
+static void thread_exit(void* arg);
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
+
+static size_t tcache_bytes(tslab_t* a) {
+  return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t);
+}
+
+static tslab_tcache_t* tcache_acquire(tslab_t* a) {
+  pthread_mutex_lock(&a->reg_mu);
+  tslab_tcache_t* tc = a->abandoned;
+  if (tc) {
+    a->abandoned = tc->abandoned_next;
+    tc->abandoned_next = NULL;
+  } else {
+    size_t bytes = tcache_bytes(a);
+    tc = (tslab_tcache_t*)tslab_os_map(bytes);
+    if (tc) {
+      tc->bytes = bytes;
+      tc->inst = a;
+      pthread_mutex_init(&tc->mu, NULL);
+      tc->reg_next = a->caches;
+      a->caches = tc;
+      atomic_fetch_add_explicit(&a->ncaches, 1, memory_order_relaxed);
+    }
+  }
+  if (tc) {
+    tc->attached = 1;
+    atomic_fetch_add_explicit(&a->nattached, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&a->reg_mu);
+  return tc;
+}
+
+static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
+  tslab_tls_entry_t* e = &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+  tslab_tls_entry_t entry = {a, a->id, tc};
+  /* A slot of an instance that was destroyed can be taken over. */
+  if (e->inst) {
+    pthread_mutex_lock(&live_mu);
+    bool alive = instance_alive_locked(e->inst, e->id);
+    pthread_mutex_unlock(&live_mu);
+    if (alive) {
+      if (tls_extra_len == tls_extra_cap) {
+        size_t cap = tls_extra_cap ? tls_extra_cap * 2 : 8;
+        tslab_tls_entry_t* n = realloc(tls_extra, cap * sizeof *n);
+        if (!n) return false;
+        tls_extra = n;
+        tls_extra_cap = cap;
+      }
+      tls_extra[tls_extra_len++] = *e;
+    }
+  }
+  *e = entry;
+  return true;
+}
+
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
+  if (!a) return NULL;
+  tslab_tls_entry_t* e = &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+  for (size_t i = 0; i < tls_extra_len; i++) {
+    if (tls_extra[i].inst == a && tls_extra[i].id == a->id) {
+      /* Swap it into the fast slot. */
+      tslab_tls_entry_t hit = tls_extra[i];
+      if (e->inst)
+        tls_extra[i] = *e;
+      else
+        tls_extra[i] = tls_extra[--tls_extra_len];
+      *e = hit;
+      return hit.tc;
+    }
+  }
+  pthread_once(&exit_once, make_exit_key);
+  tslab_tcache_t* tc = tcache_acquire(a);
+  if (!tc) return NULL;
+  if (!tls_remember(a, tc)) {
+    pthread_mutex_lock(&a->reg_mu);
+    tc->attached = 0;
+    tc->abandoned_next = a->abandoned;
+    a->abandoned = tc;
+    atomic_fetch_sub_explicit(&a->nattached, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&a->reg_mu);
+    return NULL;
+  }
+  pthread_setspecific(exit_key, (void*)1);
+  return tc;
+}
+
+/* Owner: collect every owned slab of active eras and give empty ones back. */
+static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    tslab_busy_enter(tc);
+    uint64_t st = atomic_load_explicit(&a->ring[slot].state, memory_order_acquire);
+    if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE) {
+      uint64_t era = TSLAB_STATE_ERA(st);
+      drain_notifications(a, tc);
+      for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+        tslab_bin_t* bin = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+        if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
+        tslab_run_t* lists[2] = {bin->ready, bin->parked};
+        for (int l = 0; l < 2; l++) {
+          for (tslab_run_t* s = lists[l]; s;) {
+            tslab_run_t* next = s->bin_next;
+            tslab_slab_collect(s, a);
+            settle(a, tc, s);
+            s = next;
+          }
+        }
+        tslab_run_t* cur = bin->cur;
+        if (cur) {
+          tslab_slab_collect(cur, a);
+          if (cur->used == 0) {
+            tslab_tcache_unlink_run(tc, bin, cur);
+            tslab_slab_retire(a, cur);
+          }
+        }
+      }
+    }
+    tslab_busy_exit(tc);
+  }
+}
+
+TSLAB_API void tslab_thread_flush(tslab_t* a) {
+  tslab_tcache_t* tc = a ? tslab_tcache_get(a) : NULL;
+  if (tc) tcache_flush(a, tc);
+}
+
+static void abandon(tslab_t* a, tslab_tcache_t* tc) {
+  tcache_flush(a, tc);
+  pthread_mutex_lock(&a->reg_mu);
+  tc->attached = 0;
+  tc->abandoned_next = a->abandoned;
+  a->abandoned = tc;
+  atomic_fetch_sub_explicit(&a->nattached, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&a->reg_mu);
+}
+
+static void abandon_entry(tslab_tls_entry_t* e) {
+  if (e->inst && instance_alive_locked(e->inst, e->id)) abandon(e->inst, e->tc);
+  e->inst = NULL;
+}
+
+/* Thread exit: flush and abandon this thread's caches of live instances. The
+ * live-instance mutex is held so no instance is destroyed meanwhile. */
+static void thread_exit(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&live_mu);
+  for (int i = 0; i < TSLAB_TLS_ENTRIES; i++) abandon_entry(&tslab_tls[i]);
+  for (size_t i = 0; i < tls_extra_len; i++) abandon_entry(&tls_extra[i]);
+  pthread_mutex_unlock(&live_mu);
+  free(tls_extra);
+  tls_extra = NULL;
+  tls_extra_len = tls_extra_cap = 0;
+}
+
+/* tslab_destroy: the instance stops being live for exiting threads. */
+TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a) {
+  pthread_mutex_lock(&live_mu);
+  for (size_t i = 0; i < live_len; i++) {
+    if (live_list[i] == a) {
+      live_list[i] = live_list[--live_len];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&live_mu);
+  for (int i = 0; i < TSLAB_TLS_ENTRIES; i++)
+    if (tslab_tls[i].inst == a) tslab_tls[i].inst = NULL;
+}
+
+TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a) {
+  tslab_tcache_t* tc = a->caches;
+  while (tc) {
+    tslab_tcache_t* next = tc->reg_next;
+    pthread_mutex_destroy(&tc->mu);
+    tslab_os_unmap(tc, tc->bytes);
+    tc = next;
+  }
+  a->caches = a->abandoned = NULL;
+}
+
+/* ---- checking ---- */
+
+#define REPORT(...)                                                      \
+  do {                                                                   \
+    if (bad++ == 0 && report && cap) snprintf(report, cap, __VA_ARGS__); \
+  } while (0)
+
+static size_t check_list(tslab_tcache_t* tc, tslab_run_t* s, uint8_t which, uint64_t era,
+                         uint32_t cls, char* report, size_t cap) {
+  size_t bad = 0;
+  for (; s; s = s->bin_next) {
+    if (s->list != which) REPORT("slab %p is in list %d but says %d", (void*)s->start, which, s->list);
+    if (atomic_load(&s->owner) != tc) REPORT("slab %p in a bin is owned by another cache", (void*)s->start);
+    if (atomic_load(&s->era) != era || s->cls != cls) REPORT("slab %p is in the wrong bin", (void*)s->start);
+    if (atomic_load(&s->kind) != TSLAB_RUN_SLAB) REPORT("bin holds a run of kind %d", (int)atomic_load(&s->kind));
+    if (which == TSLAB_LIST_CUR) break;
+  }
+  return bad;
+}
+
+/* Every bin's slabs are owned by its cache and belong to its era and class;
+ * every owned slab is in exactly one list. The world is stopped. */
+TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
+  size_t bad = 0;
+  pthread_mutex_lock(&a->reg_mu);
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
+    for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+      uint64_t st = atomic_load(&a->ring[slot].state);
+      for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+        tslab_bin_t* bin = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+        if (!bin->cur && !bin->ready && !bin->parked) continue;
+        uint64_t era = atomic_load(&bin->era);
+        if (era == 0 || era != TSLAB_STATE_ERA(st) || TSLAB_STATE_OF(st) != TSLAB_EPOCH_ACTIVE)
+          REPORT("cache bin of slot %u holds slabs of era %llu, not active", slot, (unsigned long long)era);
+        size_t n = check_list(tc, bin->cur, TSLAB_LIST_CUR, era, c, bad ? NULL : report, cap);
+        n += check_list(tc, bin->ready, TSLAB_LIST_READY, era, c, bad || n ? NULL : report, cap);
+        n += check_list(tc, bin->parked, TSLAB_LIST_PARKED, era, c, bad || n ? NULL : report, cap);
+        bad += n;
+      }
+    }
+  }
+  pthread_mutex_unlock(&a->reg_mu);
+  return bad;
+}
