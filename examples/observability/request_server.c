@@ -2,9 +2,9 @@
  * on a loopback HTTP endpoint for Prometheus (/metrics) and jq (/stats.json).
  *
  * Every request runs in an epoch of its own, labelled with its route. Workers
- * hand part of each response to a logger thread that frees it (cross-thread
- * frees), and the "POST /api/upload" route keeps one object per request: the
- * deliberate leak that the label statistics expose. The modes reproduce the
+ * hand each request's access-log record to a logger thread that frees it
+ * (cross-thread frees), and the "POST /api/upload" route keeps one object per
+ * request: the deliberate leak that the label statistics expose. The modes reproduce the
  * three incidents walked through in docs/OBSERVABILITY.md:
  *
  *   requests   the workload above (the baseline)
@@ -160,9 +160,17 @@ static void serve_one(uint64_t* rng) {
     atomic_fetch_add(&n_leaked, 1);
     first = 1;
   }
-  for (unsigned i = first; i < n; i++) {
-    if (i % 4 == 0 && hand_off(objs[i])) continue;
-    free_counted(objs[i]);
+  for (unsigned i = first; i < n; i++) free_counted(objs[i]);
+
+  /* The access-log record goes to the logger thread, which frees it. */
+  size_t record_size = 64 + rng_next(rng) % 192;
+  void* record = tslab_alloc(A, record_size, e);
+  if (!record) {
+    atomic_fetch_add(&n_alloc_failures, 1);
+  } else {
+    snprintf(record, record_size, "%s %u objects", r->label, n);
+    atomic_fetch_add(&n_allocs, 1);
+    if (!hand_off(record)) free_counted(record);
   }
   if (!forgotten) tslab_epoch_close(A, e);
   atomic_fetch_add(&n_requests, 1);
