@@ -14,7 +14,14 @@ static tslab_epoch_t long_era;
 
 int be_init(const char* mode) {
   if (strcmp(mode, "epoch") != 0) return -1;
-  a = tslab_create(NULL);
+  /* The largest ring: advancing wraps onto the long-lived epoch's slot (and
+   * closes it) every ring_size phases, so a bigger ring keeps long-lived
+   * objects of more phases together, as a program with per-request epochs
+   * and long-lived state would configure it. */
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.epoch_ring_size = 256;
+  a = tslab_create(&cfg);
   if (a == NULL) {
     fprintf(stderr, "tslab_create: %s\n", tslab_strerror(tslab_last_error()));
     return -1;

@@ -458,15 +458,21 @@ def write_report(res, outdir):
         ("peak RSS MiB", lambda r: r["rss_peak"], True, MIB),
         ("final RSS MiB", lambda r: r["rss_final"], True, MIB),
         ("RSS end / 10% mark", lambda r: r["rss_final"] / r["rss_at_10pct"], True, 1)], out)
-    out += ["| tslab routing | recycle rate median [min, max] | slabs created | slabs recycled | slabs released |",
-            "|---|---:|---:|---:|---:|"]
+    out += ["| tslab routing | recycle rate median [min, max] | slabs created | slabs recycled | "
+            "released to the OS, MiB | slabs in use at the end |", "|---|---:|---:|---:|---:|---:|"]
     for v in ["tslab", "tslab-mixed"]:
         vals = res.values("lifemix", v, recycle_rate)
         if vals:
             g = lambda k: res.median("lifemix", v, lambda r: tslab_stat(r, k))  # noqa: E731
             out.append(f"| {LABEL[v]} | {statistics.median(vals) * 100:.2f}% [{min(vals) * 100:.2f}%, "
                        f"{max(vals) * 100:.2f}%] | {g('slabs_created_total'):.0f} | "
-                       f"{g('slabs_recycled_total'):.0f} | {g('slabs_released'):.0f} |")
+                       f"{g('slabs_recycled_total'):.0f} | {g('release_bytes_total') / MIB:.0f} | "
+                       f"{g('slabs_in_use'):.0f} |")
+    out += ["", "A slab that drains in a closing epoch is released to the OS by the close rather than "
+            "kept in the pool, so its next use counts as a new format, not as a recycle. Where the "
+            "recycle rate is near zero for both routings, the drainability contrast shows in the "
+            "slabs still in use at the end (the seed's net slabs: ~2K aligned against ~493K mixed) "
+            "and in RSS."]
     out += ["", "![RSS over time, lifetime-mixed run](rss_lifemix.png)", ""]
 
     section(out, "phase_burst", "One phase allocates 64 MiB of 128 B objects, frees them all and "
