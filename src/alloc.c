@@ -16,42 +16,56 @@ static tslab_handle_t handle_pack(tslab_t* a, uint16_t gen, const tslab_run_t* r
   return ((uint64_t)a->tag << 56) | ((uint64_t)gen << 40) | (g << 14) | idx;
 }
 
-/* Give the slab per-slot generations on its first handle allocation. Owner,
- * in its busy window; the slot was just allocated (its generation counts as
- * bumped by starting from the slab's format generation plus one). */
-static uint16_t slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx) {
+/* The generation a handle to slot idx carries. The slab gets its per-slot
+ * generations on its first handle allocation (owner, in its busy window);
+ * every free bumps the slot's generation so older handles stop matching.
+ * Returns false when there is no memory for the generations. */
+static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* gen) {
   _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
   if (!g) {
     g = tslab_heap_gens(a, s->capacity);
-    if (!g) return 0;
-    for (uint32_t i = 0; i < s->capacity; i++)
-      atomic_store_explicit(&g[i], (uint16_t)(s->fmt_gen + 1), memory_order_relaxed);
+    if (!g) return false;
+    for (uint32_t i = 0; i < s->capacity; i++) atomic_store_explicit(&g[i], s->fmt_gen, memory_order_relaxed);
     atomic_store_explicit(&s->gens, g, memory_order_release);
   }
-  return atomic_load_explicit(&g[idx], memory_order_relaxed);
+  *gen = atomic_load_explicit(&g[idx], memory_order_relaxed);
+  return true;
 }
 
-/* Allocate from class cls in era e, or fail with a status. `h` asks for a
- * handle too. Always inlined: this is the fast path of tslab_alloc. */
-static inline __attribute__((always_inline)) void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls,
-                                                               size_t size, uint64_t e, tslab_handle_t* h,
-                                                               int* status) {
+/* Hand out one slot from the bin's set-aside word (owner, busy window). */
+static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, size_t size) {
+  uint64_t m = bin->mask;
+  uint32_t b = (uint32_t)__builtin_ctzll(m);
+  bin->mask = m & (m - 1);
+  atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | (1ull << b),
+                        memory_order_relaxed);
+  bin->cur->used++;
+  tslab_bump(&bin->allocs, 1);
+  tslab_bump(&bin->requested, size);
+  return bin->base + (size_t)b * bin->size;
+}
+
+static inline bool era_active(tslab_t* a, uint64_t e) {
+  return atomic_load_explicit(&a->ring[e & a->ring_mask].state, memory_order_acquire) ==
+         TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE);
+}
+
+/* Allocate from class cls in era e, refilling the bin when needed, or fail
+ * with a status. `h` asks for a handle too. */
+static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, size_t size, uint64_t e,
+                         tslab_handle_t* h, int* status) {
   tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
   void* p = NULL;
   tslab_busy_enter(tc);
-  if (likely(atomic_load_explicit(&a->ring[e & a->ring_mask].state, memory_order_acquire) ==
-             TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE))) {
-    tslab_run_t* s = bin->cur;
-    uint32_t idx = 0;
-    if (likely(s != NULL)) p = tslab_slab_pop(s, &idx);
-    if (unlikely(p == NULL)) p = tslab_alloc_slow(a, tc, bin, cls, e, &idx, &s);
-    if (likely(p != NULL)) {
-      tslab_bump(&bin->allocs, 1);
-      tslab_bump(&bin->requested, size);
+  if (era_active(a, e)) {
+    if (bin->mask != 0 || tslab_bin_refill(a, tc, bin, e)) {
+      p = bin_pop(bin, size);
       if (unlikely(h != NULL)) {
-        uint16_t gen = slot_generation(a, s, idx);
-        if (gen == 0 && !atomic_load_explicit(&s->gens, memory_order_relaxed)) {
-          /* No metadata for generations: undo, the caller reports OOM. */
+        uint16_t gen;
+        tslab_run_t* s = bin->cur;
+        uint32_t idx = tslab_slab_index(s, p);
+        if (!slot_generation(a, s, idx, &gen)) {
+          /* No metadata for generations: undo; the caller reports OOM. */
           tslab_busy_exit(tc);
           tslab_free(a, p);
           *status = TSLAB_ERR_OUT_OF_MEMORY;
@@ -83,7 +97,8 @@ static uint32_t class_for(size_t size, size_t align) {
 }
 
 /* Everything that is not the fast path: argument checks, alignment, spans. */
-static void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e, tslab_handle_t* h) {
+static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e,
+                                                    tslab_handle_t* h) {
   if (!a) return fail_alloc(NULL, TSLAB_ERR_INVALID_ARGUMENT);
   if (size == 0 || size > a->config.max_alloc_size) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
   tslab_tcache_t* tc = tslab_tcache_get(a);
@@ -107,14 +122,22 @@ static void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e, ts
   return p ? p : fail_alloc(a, status);
 }
 
+/* The fast path: a thread-cache hit, an open era and a slot set aside in the
+ * bin. Everything else goes through alloc_general, out of line, so that the
+ * fast path needs no stack frame. */
 TSLAB_API void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
   if (likely(a != NULL && size - 1 < TSLAB_SMALL_MAX)) {
-    tslab_tcache_t* tc = tslab_tcache_get(a);
-    if (likely(tc != NULL)) {
-      int status = TSLAB_OK;
-      uint32_t cls = tslab_class_of(size);
-      void* p = alloc_small(a, tc, cls, size, e, NULL, &status);
-      return likely(p != NULL) ? p : fail_alloc(a, status);
+    tslab_tls_entry_t* t = tslab_tls_entry(a);
+    if (likely(t->inst == a && t->id == a->id)) {
+      tslab_tcache_t* tc = t->tc;
+      tslab_bin_t* bin = tslab_bin(a, tc, e, tslab_class_of(size));
+      tslab_busy_enter(tc);
+      if (likely(era_active(a, e) && bin->mask != 0)) {
+        void* p = bin_pop(bin, size);
+        tslab_busy_exit(tc);
+        return p;
+      }
+      tslab_busy_exit(tc);
     }
   }
   return alloc_general(a, size, 0, e, NULL);
@@ -189,7 +212,28 @@ static bool free_remote(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t
   return true;
 }
 
-TSLAB_API bool tslab_free(tslab_t* a, void* p) {
+/* Owner free of slot idx of s, in the busy window with s's era active.
+ * Plain loads and stores only (invariant S1). */
+static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
+                                                             uint32_t idx) {
+  uint32_t w = idx >> 6;
+  uint64_t bit = 1ull << (idx & 63);
+  uint64_t al = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
+  if (unlikely(!(al & bit) || (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit)))
+    return false;
+  atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
+  s->used--;
+  if (w < s->hint) s->hint = w;
+  if (unlikely(atomic_load_explicit(&s->gens, memory_order_relaxed) != NULL)) tslab_slab_bump_gen(s, idx);
+  tslab_bin_t* bin = s->bin;
+  tslab_bump(&bin->frees, 1);
+  if (unlikely(s->list != TSLAB_LIST_CUR)) after_local_free(a, tc, bin, s);
+  return true;
+}
+
+/* Every free that is not the fast path's: invalid pointers, spans, frees by
+ * threads that do not own the slab, eras that are closing. */
+static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (!p) return true;
   if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
   tslab_run_t* s = tslab_run_of(a, p);
@@ -206,24 +250,12 @@ TSLAB_API bool tslab_free(tslab_t* a, void* p) {
   if (unlikely(!tc)) return free_remote(a, NULL, s, idx, era, false);
 
   tslab_busy_enter(tc);
-  bool active = atomic_load_explicit(&a->ring[era & a->ring_mask].state, memory_order_acquire) ==
-                TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE);
+  bool active = era_active(a, era);
   bool ok;
-  if (likely(active && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
-    uint32_t w = idx >> 6;
-    uint64_t bit = 1ull << (idx & 63);
-    uint64_t al = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
-    ok = (al & bit) && !(atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit);
-    if (likely(ok)) {
-      atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
-      s->used--;
-      if (w < s->hint) s->hint = w;
-      tslab_bin_t* bin = tslab_bin(a, tc, era, s->cls);
-      tslab_bump(&bin->frees, 1);
-      if (unlikely(s->list != TSLAB_LIST_CUR)) after_local_free(a, tc, bin, s);
-    }
+  if (active && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
+    ok = free_local(a, tc, s, idx);
     tslab_busy_exit(tc);
-    return likely(ok) ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
+    return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
   }
   if (active) {
     ok = free_remote(a, tc, s, idx, era, true);
@@ -232,6 +264,30 @@ TSLAB_API bool tslab_free(tslab_t* a, void* p) {
   }
   tslab_busy_exit(tc);
   return free_remote(a, tc, s, idx, era, false);
+}
+
+/* The fast path: a slot of a slab this thread owns, in an open era. */
+TSLAB_API bool tslab_free(tslab_t* a, void* p) {
+  if (likely(a != NULL)) {
+    tslab_run_t* s = tslab_run_of(a, p);
+    tslab_tls_entry_t* t = tslab_tls_entry(a);
+    if (likely(s != NULL && t->inst == a && t->id == a->id &&
+               atomic_load_explicit(&s->owner, memory_order_relaxed) == t->tc &&
+               atomic_load_explicit(&s->kind, memory_order_acquire) == TSLAB_RUN_SLAB)) {
+      uint32_t idx = tslab_slab_index(s, p);
+      tslab_tcache_t* tc = t->tc;
+      if (likely(idx != UINT32_MAX)) {
+        tslab_busy_enter(tc);
+        if (likely(era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
+                   free_local(a, tc, s, idx))) {
+          tslab_busy_exit(tc);
+          return true;
+        }
+        tslab_busy_exit(tc);
+      }
+    }
+  }
+  return free_general(a, p);
 }
 
 /* ---- queries ---- */

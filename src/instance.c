@@ -59,6 +59,7 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   a->tag = (uint8_t)(1 + a->id % 255);
   a->ring_size = c.epoch_ring_size;
   a->ring_mask = c.epoch_ring_size - 1;
+  a->ring_shift = (uint32_t)__builtin_ctz(c.epoch_ring_size);
   a->reserve = c.reserve_bytes;
   a->ngranules = a->reserve >> TSLAB_GRANULE_SHIFT;
   a->map_bytes = a->ngranules * sizeof(a->map[0]);

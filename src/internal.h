@@ -106,6 +106,7 @@ struct tslab_run {
   uint32_t used;              /* owner only */
   uint32_t hint;              /* owner only */
   uint8_t list;               /* owner only: enum tslab_bin_list */
+  struct tslab_bin* bin;      /* owner only: the bin holding the slab */
   _Atomic int64_t live;       /* detached accounting */
   _Atomic uint64_t* alloc;    /* words bitmap words each */
   _Atomic uint64_t* remote;
@@ -134,17 +135,25 @@ struct tslab_run {
 /* ------------------------------------------------------------------------- */
 
 typedef struct tslab_bin {
+  /* Hot: the allocation fast path touches only these. `mask` holds the free
+   * slots of one bitmap word of the current slab that the owner has set
+   * aside for itself; allocating one sets its bit in `*word`. */
+  uint64_t mask;
+  uint8_t* base;              /* address of the first slot of that word */
+  _Atomic uint64_t* word;     /* the alloc bitmap word */
+  uint32_t size;              /* object size of the class */
+  uint32_t cls;
   tslab_run_t* cur;
+  _Atomic uint64_t allocs;    /* counters of this (slot, class) for `era`; */
+  _Atomic uint64_t requested; /* owner-only writes */
+  /* Cold. */
   tslab_run_t* ready;
   tslab_run_t* parked;
   _Atomic uint64_t era;       /* era of the slabs and counters, 0 = none; owner and closer write */
-  /* Counters of this (slot, class) for `era`; owner-only writes. */
-  _Atomic uint64_t allocs;
   _Atomic uint64_t frees;
   _Atomic uint64_t xfrees;
   _Atomic uint64_t slow;
-  _Atomic uint64_t requested;   /* bytes asked for */
-} tslab_bin_t;
+} __attribute__((aligned(128))) tslab_bin_t;
 
 struct tslab_tcache {
   _Atomic uint32_t busy;      /* owner writes; closers read (section 5) */
@@ -171,7 +180,8 @@ enum { TSLAB_STATE_BITS = 2 };
 #define TSLAB_STATE_ERA(w) ((w) >> TSLAB_STATE_BITS)
 #define TSLAB_STATE_OF(w) ((uint32_t)((w) & 3u))
 
-typedef struct tslab_epoch_slot {
+/* 256-byte slots: the fast path indexes the ring with a shift. */
+typedef struct __attribute__((aligned(256))) tslab_epoch_slot {
   _Atomic uint64_t state;             /* epoch mutex writes (seq_cst); lock-free reads */
   _Atomic int64_t refcount;
   /* Below: epoch mutex, except the atomics. */
@@ -229,7 +239,7 @@ typedef struct tslab_heap {
 struct tslab {
   uint64_t id;                        /* unique per process, never reused */
   uint8_t tag;                        /* id's low byte, stamped in handles */
-  uint32_t ring_size, ring_mask;
+  uint32_t ring_size, ring_mask, ring_shift;
   tslab_config_t config;
   uint8_t* base;                      /* reservation */
   size_t reserve;
@@ -322,35 +332,12 @@ static inline tslab_run_t* tslab_run_of(tslab_t* a, const void* p) {
 /* slab.c */
 TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era);
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a);
+TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_t* a, tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
-
-/* Allocate a slot from an attached slab (owner, in the busy window). */
-static inline void* tslab_slab_pop(tslab_run_t* s, uint32_t* out_idx) {
-  uint32_t w = s->hint;
-  while (w < s->words) {
-    uint64_t bits = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
-    if (~bits) {
-      uint32_t b = (uint32_t)__builtin_ctzll(~bits);
-      atomic_store_explicit(&s->alloc[w], bits | (1ull << b), memory_order_relaxed);
-      s->used++;
-      s->hint = w;
-      uint32_t idx = (w << 6) + b;
-      _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
-      if (unlikely(g != NULL))
-        atomic_store_explicit(&g[idx], (uint16_t)(atomic_load_explicit(&g[idx], memory_order_relaxed) + 1),
-                              memory_order_relaxed);
-      if (out_idx) *out_idx = idx;
-      return s->start + (size_t)idx * s->obj_size;
-    }
-    w++;
-  }
-  s->hint = w;
-  return NULL;
-}
 
 /* Slot of p in slab s, or UINT32_MAX when p is not the start of a slot. */
 static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
@@ -368,8 +355,7 @@ static inline bool tslab_slab_is_live(const tslab_run_t* s, uint32_t idx) {
 
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
-TSLAB_INTERNAL void* tslab_alloc_slow(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
-                                      uint64_t era, uint32_t* out_idx, tslab_run_t** out_run);
+TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
@@ -386,15 +372,24 @@ typedef struct tslab_tls_entry {
 #define TSLAB_TLS_ENTRIES 8
 TSLAB_INTERNAL extern __thread tslab_tls_entry_t tslab_tls[TSLAB_TLS_ENTRIES];
 
+static inline tslab_tls_entry_t* tslab_tls_entry(tslab_t* a) {
+  return &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+}
+
 /* This thread's cache for instance a (created on first use), or NULL. */
 static inline tslab_tcache_t* tslab_tcache_get(tslab_t* a) {
-  tslab_tls_entry_t* e = &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+  tslab_tls_entry_t* e = tslab_tls_entry(a);
   if (likely(e->inst == a && e->id == a->id)) return e->tc;
   return tslab_tcache_slow(a);
 }
 
+/* Bins are laid out class-major so that the index is two shifts and an or. */
+static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
+  return &tc->bins[((size_t)cls << a->ring_shift) | slot];
+}
+
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
-  return &tc->bins[(size_t)(era & a->ring_mask) * TSLAB_CLASSES + cls];
+  return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
 static inline void tslab_busy_enter(tslab_tcache_t* tc) {

@@ -29,6 +29,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   s->used = 0;
   s->hint = 0;
   s->list = TSLAB_LIST_NONE;
+  s->bin = NULL;
   s->bin_next = s->bin_prev = s->notify_next = s->notify_prev = NULL;
   atomic_store_explicit(&s->era, era, memory_order_relaxed);
   atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
@@ -97,11 +98,21 @@ TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a) {
   return n;
 }
 
+/* A slot was freed: a handle naming it must no longer match. Called by the
+ * one party that won the slot's free. */
+TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx) {
+  _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_acquire);
+  if (g)
+    atomic_store_explicit(&g[idx], (uint16_t)(atomic_load_explicit(&g[idx], memory_order_relaxed) + 1),
+                          memory_order_relaxed);
+}
+
 /* A free accounted in DETACHED mode: clear the alloc bit; the free that
  * brings live to zero releases the slab. */
 static bool detached_account(tslab_t* a, tslab_run_t* s, uint32_t w, uint64_t bit) {
   uint64_t old = atomic_fetch_and_explicit(&s->alloc[w], ~bit, memory_order_acq_rel);
   if (!(old & bit)) return false;
+  tslab_slab_bump_gen(s, (w << 6) + (uint32_t)__builtin_ctzll(bit));
   if (atomic_fetch_sub_explicit(&s->live, 1, memory_order_acq_rel) == 1) tslab_slab_retire(a, s);
   return true;
 }
@@ -114,6 +125,7 @@ TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_t* a, tslab_run_t* s, uint32_t 
   if (!(atomic_load_explicit(&s->alloc[w], memory_order_relaxed) & bit)) return false;
   uint64_t old = atomic_fetch_or_explicit(&s->remote[w], bit, memory_order_seq_cst);
   if (old & bit) return false;
+  tslab_slab_bump_gen(s, idx);
   if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) {
     /* Detached meanwhile: whoever clears the remote bit accounts for it. */
     old = atomic_fetch_and_explicit(&s->remote[w], ~bit, memory_order_seq_cst);
@@ -133,6 +145,7 @@ TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
   atomic_store_explicit(&s->owner, NULL, memory_order_release);
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   s->list = TSLAB_LIST_NONE;
+  s->bin = NULL;
   s->bin_next = s->bin_prev = NULL;
   int64_t collected = 0;
   uint64_t invalid = 0;

@@ -28,7 +28,7 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* b = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
         t->allocs[c] += ld(&b->allocs);
         t->frees[c] += ld(&b->frees);
         t->xfrees[c] += ld(&b->xfrees);
@@ -150,7 +150,7 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out) {
   pthread_mutex_lock(&a->reg_mu);
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-      tslab_bin_t* b = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+      tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
       if (atomic_load_explicit(&b->era, memory_order_relaxed) != era) continue;
       uint64_t al = ld(&b->allocs), fr = ld(&b->frees);
       allocs += al;

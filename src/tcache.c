@@ -117,8 +117,7 @@ TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s) {
 /* Owner, in its busy window: a slab of an ACTIVE era got remote frees or
  * emptied; put it where it belongs. */
 static void settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
-  uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
-  tslab_bin_t* bin = tslab_bin(a, tc, era, s->cls);
+  tslab_bin_t* bin = s->bin;
   if (s->used == 0 && s->list != TSLAB_LIST_CUR) {
     tslab_tcache_unlink_run(tc, bin, s);
     tslab_slab_retire(a, s);
@@ -150,7 +149,7 @@ static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
   }
 }
 
-/* Owner: the old current slab is full; park it armed for notification. */
+/* Owner: a slab that is not current is full; park it armed for notification. */
 static void park(tslab_bin_t* bin, tslab_run_t* s) {
   if (tslab_slab_arm(s))
     list_push(&bin->ready, s, TSLAB_LIST_READY);
@@ -163,50 +162,64 @@ static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
   if (old) park(bin, old);
   s->list = TSLAB_LIST_CUR;
   bin->cur = s;
+  bin->mask = 0;
 }
 
-/* Allocation slow path, in the busy window with `era` ACTIVE: collect remote
- * frees of the current slab, then notified slabs, then ready slabs, then a
- * new slab from the heap. */
-TSLAB_INTERNAL void* tslab_alloc_slow(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
-                                      uint64_t era, uint32_t* out_idx, tslab_run_t** out_run) {
+/* Owner: set aside the free slots of the next bitmap word of the current
+ * slab that has any. The slots stay free in the bitmap until handed out, so
+ * dropping the mask (detach, flush) needs no undo. */
+static bool take_word(tslab_bin_t* bin) {
+  tslab_run_t* s = bin->cur;
+  for (uint32_t w = s->hint; w < s->words; w++) {
+    uint64_t avail = ~atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
+    if (avail) {
+      bin->mask = avail;
+      bin->base = s->start + (size_t)w * 64 * s->obj_size;
+      bin->word = &s->alloc[w];
+      s->hint = w + 1;
+      return true;
+    }
+  }
+  s->hint = s->words;
+  return false;
+}
+
+/* Allocation slow path, in the busy window with `era` ACTIVE and the bin's
+ * mask empty: the next word of the current slab, then its remote frees, then
+ * notified slabs, then ready slabs, then a new slab from the heap. */
+TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
+  bool ok = true;
   tslab_bump(&bin->slow, 1);
   if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) {
     TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == 0);
     atomic_store_explicit(&bin->era, era, memory_order_relaxed);
   }
-  void* p = NULL;
-  tslab_run_t* s = bin->cur;
-  if (s && tslab_slab_collect(s, a) > 0) p = tslab_slab_pop(s, out_idx);
-  if (!p) {
-    drain_notifications(a, tc);
-    s = bin->cur;
-    if (s) p = tslab_slab_pop(s, out_idx);
-  }
-  while (!p && bin->ready) {
-    /* A ready slab that turns out full is parked; arming puts it straight
-     * back on the ready list if frees raced in, and the next turn takes them. */
-    s = bin->ready;
+  if (bin->cur && take_word(bin)) goto done;
+  if (bin->cur && tslab_slab_collect(bin->cur, a) > 0 && take_word(bin)) goto done;
+  drain_notifications(a, tc);
+  if (bin->cur && take_word(bin)) goto done;
+  while (bin->ready) {
+    /* A ready slab that turns out full is parked by the next make_current;
+     * arming puts it straight back on the ready list if frees raced in. */
+    tslab_run_t* s = bin->ready;
     list_remove(&bin->ready, s);
     tslab_slab_collect(s, a);
-    p = tslab_slab_pop(s, out_idx);
-    if (p)
-      make_current(bin, s);
-    else
-      park(bin, s);
+    make_current(bin, s);
+    if (take_word(bin)) goto done;
   }
-  if (!p) {
-    s = tslab_slab_new(a, tc, cls, era);
-    if (s) {
-      make_current(bin, s);
-      p = tslab_slab_pop(s, out_idx);
-    }
+  tslab_run_t* s = tslab_slab_new(a, tc, bin->cls, era);
+  if (s) {
+    s->bin = bin;
+    make_current(bin, s);
+    ok = take_word(bin);
+  } else {
+    ok = false;
   }
-  if (out_run) *out_run = p ? s : NULL;
+done:
   if (sampled) tslab_sample_end(a, wall, cpu);
-  return p;
+  return ok;
 }
 
 /* ---- epoch close: detach a slot's slabs ---- */
@@ -224,7 +237,7 @@ static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era) {
   pthread_mutex_lock(&tc->mu);
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-    tslab_bin_t* bin = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+    tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
     if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
     if (bin->cur) {
       tslab_run_t* cur = bin->cur;
@@ -235,6 +248,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     detach_list(a, tc, bin->parked);
     tslab_epoch_fold_bin(a, tc, bin, c);
     bin->cur = bin->ready = bin->parked = NULL;
+    bin->mask = 0;
     atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
   }
   pthread_mutex_unlock(&tc->mu);
@@ -262,6 +276,13 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     if (tc) {
       tc->bytes = bytes;
       tc->inst = a;
+      for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+        for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+          bin->cls = c;
+          bin->size = tslab_classes[c].size;
+        }
+      }
       pthread_mutex_init(&tc->mu, NULL);
       tc->reg_next = a->caches;
       a->caches = tc;
@@ -277,7 +298,7 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
 }
 
 static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
-  tslab_tls_entry_t* e = &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+  tslab_tls_entry_t* e = tslab_tls_entry(a);
   tslab_tls_entry_t entry = {a, a->id, tc};
   /* A slot of an instance that was destroyed can be taken over. */
   if (e->inst) {
@@ -301,7 +322,7 @@ static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
 
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
   if (!a) return NULL;
-  tslab_tls_entry_t* e = &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
+  tslab_tls_entry_t* e = tslab_tls_entry(a);
   for (size_t i = 0; i < tls_extra_len; i++) {
     if (tls_extra[i].inst == a && tls_extra[i].id == a->id) {
       /* Swap it into the fast slot. */
@@ -339,7 +360,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
       uint64_t era = TSLAB_STATE_ERA(st);
       drain_notifications(a, tc);
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
         tslab_run_t* lists[2] = {bin->ready, bin->parked};
         for (int l = 0; l < 2; l++) {
@@ -351,7 +372,9 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
           }
         }
         tslab_run_t* cur = bin->cur;
+        bin->mask = 0;
         if (cur) {
+          cur->hint = 0;
           tslab_slab_collect(cur, a);
           if (cur->used == 0) {
             tslab_tcache_unlink_run(tc, bin, cur);
@@ -451,7 +474,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       uint64_t st = atomic_load(&a->ring[slot].state);
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = &tc->bins[(size_t)slot * TSLAB_CLASSES + c];
+        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         uint64_t era = atomic_load(&bin->era);
         if (era == 0 || era != TSLAB_STATE_ERA(st) || TSLAB_STATE_OF(st) != TSLAB_EPOCH_ACTIVE)
