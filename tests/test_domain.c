@@ -319,7 +319,7 @@ static void test_misuse(void) {
   CHECK_EQ_U(tslab_domain_destroy(outer), TSLAB_OK);
 
   /* The stack is bounded: the entry past the limit is refused. */
-  tslab_domain_t* deep = tslab_domain_wrap(a, tslab_epoch_current(a));
+  tslab_domain_t* deep = tslab_domain_wrap(a, tslab_epoch_advance(a));
   REQUIRE(deep != NULL);
   for (int i = 0; i < TSLAB_DOMAIN_DEPTH_MAX; i++) CHECK_EQ_U(tslab_domain_enter(deep), TSLAB_OK);
   CHECK_FAILS(tslab_domain_enter(deep), TSLAB_ERR_LIMIT);

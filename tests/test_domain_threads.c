@@ -14,6 +14,14 @@ static void* g_queue[QUEUE];
 static size_t g_queued;
 static int g_bad;  /* failures seen by workers, checked by main */
 
+/* Count a worker failure and say where it happened and why. */
+#define BAD()                                                                      \
+  do {                                                                             \
+    fprintf(stderr, "%s:%d: worker check failed (last error: %s)\n", __FILE__,     \
+            __LINE__, tslab_strerror(tslab_last_error()));                         \
+    __atomic_add_fetch(&g_bad, 1, __ATOMIC_RELAXED);                               \
+  } while (0)
+
 static void hand_over(void* p) {
   pthread_mutex_lock(&g_lock);
   if (g_queued < QUEUE) {
@@ -21,7 +29,7 @@ static void hand_over(void* p) {
     p = NULL;
   }
   pthread_mutex_unlock(&g_lock);
-  if (p != NULL && !tslab_free(g_alloc, p)) __atomic_add_fetch(&g_bad, 1, __ATOMIC_RELAXED);
+  if (p != NULL && !tslab_free(g_alloc, p)) BAD();
 }
 
 static void free_some_foreign(void) {
@@ -31,60 +39,61 @@ static void free_some_foreign(void) {
   while (n < PER_ROUND && g_queued > 0) batch[n++] = g_queue[--g_queued];
   pthread_mutex_unlock(&g_lock);
   for (size_t i = 0; i < n; i++)
-    if (!tslab_free(g_alloc, batch[i])) __atomic_add_fetch(&g_bad, 1, __ATOMIC_RELAXED);
+    if (!tslab_free(g_alloc, batch[i])) BAD();
 }
 
 /* A failure is acceptable only when the domain's era was recycled: with
- * other threads advancing, a descheduled thread's era can be force-closed
- * by a later era taking its ring slot, and then the domain must refuse. */
+ * other threads advancing, a thread descheduled long enough sees its era
+ * force-closed by a later era taking its ring slot (even between opening
+ * and labelling it, which fails the create), and then the domain must
+ * refuse. Call right after the failing call (d NULL: a failed create). */
 static bool recycled(const tslab_domain_t* d) {
-  return d != NULL && tslab_epoch_status(g_alloc, tslab_domain_epoch(d)) != TSLAB_OK;
+  if (d == NULL) return tslab_last_error() == TSLAB_ERR_EPOCH_STALE;
+  return tslab_epoch_status(g_alloc, tslab_domain_epoch(d)) != TSLAB_OK;
 }
 
 static void* worker(void* arg) {
   (void)arg;
-  int bad = 0;
   for (int r = 0; r < ROUNDS; r++) {
     tslab_domain_t* outer = tslab_domain_create(g_alloc, "outer");
     if (outer == NULL) {
-      bad++;
+      if (!recycled(NULL)) BAD();
       continue;
     }
     if (tslab_domain_enter(outer) != TSLAB_OK) {
-      if (!recycled(outer)) bad++;
-      if (tslab_domain_destroy(outer) != TSLAB_OK) bad++;
+      if (!recycled(outer)) BAD();
+      if (tslab_domain_destroy(outer) != TSLAB_OK) BAD();
       continue;
     }
     tslab_domain_t* inner = tslab_domain_create(g_alloc, "inner");
     bool inner_entered = inner != NULL && tslab_domain_enter(inner) == TSLAB_OK;
-    if (!inner_entered && !recycled(inner)) bad++;
+    if (!inner_entered && !recycled(inner)) BAD();
     for (int i = 0; inner_entered && i < PER_ROUND; i++) {
       void* p = tslab_domain_alloc(16 + (size_t)(i * 24));
       if (p == NULL) {
-        if (!recycled(inner)) bad++;
+        if (!recycled(inner)) BAD();
         continue;
       }
-      if (tslab_epoch_of(g_alloc, p) != tslab_domain_epoch(inner)) bad++;
+      if (tslab_epoch_of(g_alloc, p) != tslab_domain_epoch(inner)) BAD();
       memset(p, i, 16);
       if (i % 2) hand_over(p);
-      else if (!tslab_free(g_alloc, p)) bad++;
+      else if (!tslab_free(g_alloc, p)) BAD();
     }
     if (inner_entered && (tslab_domain_current() != inner || tslab_domain_exit(inner) != TSLAB_OK))
-      bad++;
-    if (inner != NULL && tslab_domain_destroy(inner) != TSLAB_OK) bad++;
-    if (tslab_domain_current() != outer) bad++;
+      BAD();
+    if (inner != NULL && tslab_domain_destroy(inner) != TSLAB_OK) BAD();
+    if (tslab_domain_current() != outer) BAD();
     void* o = tslab_domain_alloc(64);
     if (o == NULL) {
-      if (!recycled(outer)) bad++;
+      if (!recycled(outer)) BAD();
     } else {
-      if (tslab_epoch_of(g_alloc, o) != tslab_domain_epoch(outer)) bad++;
+      if (tslab_epoch_of(g_alloc, o) != tslab_domain_epoch(outer)) BAD();
       hand_over(o);
     }
-    if (tslab_domain_exit(outer) != TSLAB_OK || tslab_domain_destroy(outer) != TSLAB_OK) bad++;
-    if (tslab_domain_current() != NULL) bad++;
+    if (tslab_domain_exit(outer) != TSLAB_OK || tslab_domain_destroy(outer) != TSLAB_OK) BAD();
+    if (tslab_domain_current() != NULL) BAD();
     free_some_foreign();
   }
-  __atomic_add_fetch(&g_bad, bad, __ATOMIC_RELAXED);
   return NULL;
 }
 
