@@ -11,9 +11,13 @@ RUN_SECONDS=15   # the example's lifetime: enough for Prometheus to start and sc
 WAIT_SECONDS=30  # upper bound for every wait below
 
 build=build/ci-prometheus
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSLAB_BUILD_TESTS=OFF \
-  -DTSLAB_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" --target request_server -j"$(nproc)" >/dev/null
+mkdir -p "$build"
+if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSLAB_BUILD_TESTS=OFF \
+  -DTSLAB_BUILD_BENCH=OFF && cmake --build "$build" --target request_server -j"$(nproc)"; } \
+  >"$build/build.log" 2>&1; then
+  cat "$build/build.log" >&2
+  exit 1
+fi
 
 work=$(mktemp -d)
 server_pid=""
