@@ -349,6 +349,8 @@ static int parse_options(int argc, char** argv) {
       case 'L':
         opt.lock_memory = true;
         break;
+      case 'h':
+        return 1;
       default:
         return -1;
     }
@@ -362,9 +364,10 @@ static int parse_options(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  if (parse_options(argc, argv) != 0) {
-    usage(stderr);
-    return 2;
+  int parsed = parse_options(argc, argv);
+  if (parsed != 0) {
+    usage(parsed > 0 ? stdout : stderr);
+    return parsed > 0 ? 0 : 2;
   }
   if (opt.lock_memory && mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
     perror("request_server: mlockall");
