@@ -102,7 +102,10 @@ int tslab_domain_exit(tslab_domain_t* d) {
   int st = check_owner(d);
   if (st != TSLAB_OK) return fail(st);
   if (d->scopes == 0) return fail(TSLAB_ERR_NOT_ENTERED);
-  if (domain_stack[domain_depth - 1] != d) return fail(TSLAB_ERR_NOT_INNERMOST);
+  /* An empty stack with scopes counted means they were entered by an exited
+   * thread whose id this one reuses: they are not on this stack. */
+  if (domain_depth == 0 || domain_stack[domain_depth - 1] != d)
+    return fail(TSLAB_ERR_NOT_INNERMOST);
   domain_stack[--domain_depth] = NULL;
   d->scopes--;
   /* When the era went stale meanwhile its refcount went with it, and a
