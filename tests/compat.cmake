@@ -10,3 +10,14 @@ set(TSLAB_COMPAT_HEADER_PROBES
 set_source_files_properties(${TSLAB_COMPAT_HEADER_PROBES} PROPERTIES COMPILE_OPTIONS "-pedantic-errors")
 tslab_add_test(test_compat_headers SOURCES test_compat_headers.c ${TSLAB_COMPAT_HEADER_PROBES}
   LABELS compat TIMEOUT 30)
+
+# The seed names are exported from the shared library too (everything else
+# there is tslab_-prefixed): the same programs, linked against it.
+foreach(name test_compat test_compat_domain)
+  add_executable(${name}_shared ${name}.c)
+  target_link_libraries(${name}_shared PRIVATE tslab Threads::Threads)
+  target_include_directories(${name}_shared PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${name}_shared PRIVATE _GNU_SOURCE)
+  add_test(NAME ${name}_shared COMMAND ${name}_shared)
+  set_tests_properties(${name}_shared PROPERTIES LABELS compat TIMEOUT 120)
+endforeach()

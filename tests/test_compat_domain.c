@@ -52,6 +52,12 @@ static void test_create_enter_exit(void) {
   slab_stats_epoch(a, 0, d->epoch_id, &es);
   CHECK_EQ_U(es.state, EPOCH_CLOSING);
   CHECK_EQ_U(es.alloc_count, 1);
+  /* A closed epoch cannot be entered again. */
+  tslab_clear_error();
+  epoch_domain_enter(d);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_CLOSED);
+  CHECK_EQ_U(d->refcount, 0);
+  CHECK(epoch_domain_current() == NULL);
   slab_free(a, p);
   epoch_domain_destroy(d);
   slab_allocator_free(a);
