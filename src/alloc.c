@@ -111,7 +111,7 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
   } else {
     tslab_busy_enter(tc);
     status = tslab_epoch_reject_status(a, e);
-    p = status == TSLAB_OK ? tslab_large_alloc(a, size, align, e) : NULL;
+    p = status == TSLAB_OK ? tslab_large_alloc(a, tc, size, align, e) : NULL;
     tslab_busy_exit(tc);
     if (!p && status == TSLAB_OK) status = TSLAB_ERR_OUT_OF_MEMORY;
     if (p && h) {
@@ -187,29 +187,27 @@ static void after_local_free(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, t
   }
 }
 
-/* A free that is not the owner's: counted in this thread's bin while the era
- * is active, in the era's slot otherwise. */
-static bool free_remote(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx, uint64_t era,
-                        bool active) {
-  if (!tslab_slab_free_remote(a, s, idx)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
-  if (active) {
-    tslab_bin_t* bin = tslab_bin(a, tc, era, s->cls);
+/* Count a free that was not the owner's: in this thread's bin while the era
+ * is active (busy window), in the era's slot and the instance otherwise. */
+static void count_remote_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls, uint32_t size,
+                              bool active) {
+  if (active && tc) {
+    tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
     if (atomic_load_explicit(&bin->era, memory_order_relaxed) == 0)
       atomic_store_explicit(&bin->era, era, memory_order_relaxed);
     TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == era);
     tslab_bump(&bin->frees, 1);
     tslab_bump(&bin->xfrees, 1);
-    return true;
+    return;
   }
   tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
   if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_acquire)) == era) {
     atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->free_bytes, s->obj_size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
   }
-  atomic_fetch_add_explicit(&a->ext_frees[s->cls], 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext_xfrees[s->cls], 1, memory_order_relaxed);
-  return true;
+  atomic_fetch_add_explicit(&a->ext_frees[cls], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext_xfrees[cls], 1, memory_order_relaxed);
 }
 
 /* Owner free of slot idx of s, in the busy window with s's era active.
@@ -232,38 +230,47 @@ static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_t
 }
 
 /* Every free that is not the fast path's: invalid pointers, spans, frees by
- * threads that do not own the slab, eras that are closing. */
+ * threads that do not own the slab, eras that are closing. The slab's class
+ * and size are read before the free is visible: afterwards the owner may
+ * retire the slab and the descriptor may describe another run. */
 static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (!p) return true;
   if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
   tslab_run_t* s = tslab_run_of(a, p);
   if (unlikely(!s)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  tslab_tcache_t* tc = tslab_tcache_get(a);
   uint8_t kind = atomic_load_explicit(&s->kind, memory_order_acquire);
   if (unlikely(kind != TSLAB_RUN_SLAB)) {
-    if (kind == TSLAB_RUN_LARGE && tslab_large_free(a, s, p)) return true;
+    if (kind == TSLAB_RUN_LARGE && tslab_large_free(a, tc, s, p)) return true;
     return fail_free(a, TSLAB_ERR_INVALID_POINTER);
   }
   uint32_t idx = tslab_slab_index(s, p);
   if (unlikely(idx == UINT32_MAX)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
-  tslab_tcache_t* tc = tslab_tcache_get(a);
   uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
-  if (unlikely(!tc)) return free_remote(a, NULL, s, idx, era, false);
+  uint32_t cls = s->cls, size = s->obj_size;
 
-  tslab_busy_enter(tc);
-  bool active = era_active(a, era);
-  bool ok;
-  if (active && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
-    ok = free_local(a, tc, s, idx);
+  bool active, ok;
+  if (likely(tc != NULL)) {
+    tslab_busy_enter(tc);
+    active = era_active(a, era);
+    if (active && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
+      ok = free_local(a, tc, s, idx);
+      tslab_busy_exit(tc);
+      return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
+    }
+    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_detached(a, s, idx);
+    if (ok) count_remote_free(a, tc, era, cls, size, active);
     tslab_busy_exit(tc);
-    return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  } else {
+    /* No cache (its creation failed): the instance-wide busy counter plays
+     * the busy flag's part for the closer. */
+    atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
+    active = era_active(a, era);
+    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_detached(a, s, idx);
+    if (ok) count_remote_free(a, NULL, era, cls, size, false);
+    atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
   }
-  if (active) {
-    ok = free_remote(a, tc, s, idx, era, true);
-    tslab_busy_exit(tc);
-    return ok;
-  }
-  tslab_busy_exit(tc);
-  return free_remote(a, tc, s, idx, era, false);
+  return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 
 /* The fast path: a slot of a slab this thread owns, in an open era. */

@@ -127,9 +127,9 @@ static void slot_reset(tslab_epoch_slot_t* es) {
 
 /* ---- close ---- */
 
-/* Wait until a cache is outside its busy window (section 6.1 step 3). */
-static void wait_quiescent(tslab_tcache_t* tc) {
-  for (unsigned spins = 0; atomic_load_explicit(&tc->busy, memory_order_acquire); spins++) {
+/* Wait until a busy flag or counter is zero (section 6.1 step 3). */
+static void wait_quiescent(_Atomic uint64_t* busy) {
+  for (unsigned spins = 0; atomic_load_explicit(busy, memory_order_acquire); spins++) {
     if (spins > 64) sched_yield();
   }
 }
@@ -145,7 +145,8 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSING), memory_order_seq_cst);
   tslab_os_heavy_fence();
   pthread_mutex_lock(&a->reg_mu);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(tc);
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
+  wait_quiescent(&a->cacheless_busy);
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) tslab_tcache_detach_slot(a, tc, slot, era);
   pthread_mutex_unlock(&a->reg_mu);
   tslab_heap_release_era(a, era);

@@ -156,7 +156,7 @@ typedef struct tslab_bin {
 } __attribute__((aligned(128))) tslab_bin_t;
 
 struct tslab_tcache {
-  _Atomic uint32_t busy;      /* owner writes; closers read (section 5) */
+  _Atomic uint64_t busy;      /* owner writes; closers read (section 5) */
   uint32_t attached;          /* guarded by the instance's registry mutex */
   tslab_t* inst;
   pthread_mutex_t mu;         /* notify list, detach */
@@ -269,7 +269,10 @@ struct tslab {
   _Atomic uint64_t requested_bytes;
   _Atomic uint64_t ext_allocs[TSLAB_CLASSES], ext_frees[TSLAB_CLASSES],
       ext_xfrees[TSLAB_CLASSES], ext_slow[TSLAB_CLASSES];
-  _Atomic uint64_t large_allocs, large_frees, large_bytes_live;
+  _Atomic uint64_t large_allocs, large_frees, large_xfrees, large_bytes_live;
+  /* Frees by threads without a cache: the closer waits for this to be 0
+   * like for a cache's busy flag (read-modify-writes give the fence). */
+  _Atomic uint64_t cacheless_busy;
   _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes;
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
   _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced;
@@ -333,7 +336,8 @@ static inline tslab_run_t* tslab_run_of(tslab_t* a, const void* p) {
 TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era);
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a);
 TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_t* a, tslab_run_t* s, uint32_t idx);
+TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx);
+TSLAB_INTERNAL bool tslab_slab_free_detached(tslab_t* a, tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
@@ -419,8 +423,8 @@ TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_b
 TSLAB_INTERNAL uint64_t tslab_epoch_state(tslab_t* a, uint64_t era);
 
 /* large.c */
-TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, size_t size, size_t align, uint64_t era);
-TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_run_t* r, const void* p);
+TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r, const void* p);
+TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t era);
 
 /* stats.c: slow-path sampling */
 TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, uint64_t* wall, uint64_t* cpu);

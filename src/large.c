@@ -6,7 +6,7 @@
 
 static tslab_epoch_slot_t* slot_of(tslab_t* a, uint64_t era) { return &a->ring[era & a->ring_mask]; }
 
-TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, size_t size, size_t align, uint64_t era) {
+TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t era) {
   size_t granules = (size + TSLAB_GRANULE - 1) >> TSLAB_GRANULE_SHIFT;
   size_t align_granules = align > TSLAB_GRANULE ? align >> TSLAB_GRANULE_SHIFT : 1;
   tslab_run_t* r = tslab_heap_alloc(a, granules, align_granules);
@@ -15,6 +15,8 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, size_t size, size_t align, ui
   r->large_gen = r->fmt_gen;
   r->obj_size = 0;
   r->capacity = 1;
+  /* The allocating cache, only to tell cross-thread frees apart. */
+  atomic_store_explicit(&r->owner, tc, memory_order_relaxed);
   atomic_store_explicit(&r->era, era, memory_order_relaxed);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);
   atomic_store_explicit(&r->kind, TSLAB_RUN_LARGE, memory_order_release);
@@ -35,7 +37,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, size_t size, size_t align, ui
 }
 
 /* Exactly one free of a span wins the LIVE -> FREED transition. */
-TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_run_t* r, const void* p) {
+TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r, const void* p) {
   if (p != r->start) return false;
   uint32_t expected = TSLAB_LARGE_LIVE;
   if (!atomic_compare_exchange_strong_explicit(&r->large_state, &expected, TSLAB_LARGE_FREED,
@@ -45,7 +47,10 @@ TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_run_t* r, const void* p) 
   size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   tslab_epoch_slot_t* es = slot_of(a, era);
   uint64_t st = atomic_load_explicit(&es->state, memory_order_acquire);
+  bool cross = atomic_load_explicit(&r->owner, memory_order_relaxed) != tc;
+  if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
   if (TSLAB_STATE_ERA(st) == era) {
+    if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->large_frees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->large_bytes_free, bytes, memory_order_relaxed);
     atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);

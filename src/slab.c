@@ -107,31 +107,34 @@ TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx) {
                           memory_order_relaxed);
 }
 
-/* A free accounted in DETACHED mode: clear the alloc bit; the free that
- * brings live to zero releases the slab. */
-static bool detached_account(tslab_t* a, tslab_run_t* s, uint32_t w, uint64_t bit) {
+/* Free of a slot whose era is closing or gone: the slab is detached or is
+ * about to be (the closer's live count then includes this slot in `used`
+ * and this decrement balances it). The free that brings live to zero
+ * releases the slab. */
+TSLAB_INTERNAL bool tslab_slab_free_detached(tslab_t* a, tslab_run_t* s, uint32_t idx) {
+  uint32_t w = idx >> 6;
+  uint64_t bit = 1ull << (idx & 63);
   uint64_t old = atomic_fetch_and_explicit(&s->alloc[w], ~bit, memory_order_acq_rel);
   if (!(old & bit)) return false;
-  tslab_slab_bump_gen(s, (w << 6) + (uint32_t)__builtin_ctzll(bit));
+  tslab_slab_bump_gen(s, idx);
   if (atomic_fetch_sub_explicit(&s->live, 1, memory_order_acq_rel) == 1) tslab_slab_retire(a, s);
   return true;
 }
 
-TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_t* a, tslab_run_t* s, uint32_t idx) {
+/* Free of a slot by a thread that does not own the slab, while its era is
+ * ACTIVE and the caller is in its busy window (so no closer detaches the
+ * slab meanwhile). One atomic read-modify-write. After it the owner may
+ * collect the free and retire the slab at any time, so only atomic fields
+ * of the descriptor are read afterwards, never the bitmaps. */
+TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx) {
   uint32_t w = idx >> 6;
   uint64_t bit = 1ull << (idx & 63);
-  if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED)
-    return detached_account(a, s, w, bit);
-  if (!(atomic_load_explicit(&s->alloc[w], memory_order_relaxed) & bit)) return false;
+  if (!(atomic_load_explicit(&s->alloc[w], memory_order_relaxed) & bit) ||
+      (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit))
+    return false;
+  tslab_slab_bump_gen(s, idx);
   uint64_t old = atomic_fetch_or_explicit(&s->remote[w], bit, memory_order_seq_cst);
   if (old & bit) return false;
-  tslab_slab_bump_gen(s, idx);
-  if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) {
-    /* Detached meanwhile: whoever clears the remote bit accounts for it. */
-    old = atomic_fetch_and_explicit(&s->remote[w], ~bit, memory_order_seq_cst);
-    if (old & bit) detached_account(a, s, w, bit);
-    return true;
-  }
   if (atomic_load_explicit(&s->notify, memory_order_seq_cst) == TSLAB_NOTIFY_ARMED) {
     tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if (owner) tslab_tcache_notify(owner, s);
@@ -139,9 +142,11 @@ TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_t* a, tslab_run_t* s, uint32_t 
   return true;
 }
 
-/* Closer, with the owner quiescent and its mutex held (section 6.1 step 4). */
+/* Closer, with the owner quiescent and its mutex held (section 6.1 step 4).
+ * Remote frees that made it in before the close are collected here; later
+ * frees take the detached path and balance `used` through `live`. */
 TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
-  atomic_store_explicit(&s->mode, TSLAB_DETACHED, memory_order_seq_cst);
+  atomic_store_explicit(&s->mode, TSLAB_DETACHED, memory_order_relaxed);
   atomic_store_explicit(&s->owner, NULL, memory_order_release);
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   s->list = TSLAB_LIST_NONE;

@@ -62,6 +62,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   }
   out->allocations_total += ld(&a->large_allocs);
   out->frees_total += ld(&a->large_frees);
+  out->cross_thread_frees_total += ld(&a->large_xfrees);
   out->live_objects += large_live;
   out->live_bytes += ld(&a->large_bytes_live);
   out->slabs_in_use += large_live;

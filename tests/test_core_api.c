@@ -1,0 +1,232 @@
+/* Contract line 4 and the allocation API: every size range, calloc, realloc,
+ * aligned allocation, usable size, handles, and every kind of bad input,
+ * each returning NULL/false with its reason and leaving the allocator
+ * consistent. */
+#include <stdint.h>
+
+#include "test_util.h"
+
+static tslab_t* make(size_t reserve) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = reserve;
+  c.max_alloc_size = reserve / 4;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
+static void test_sizes(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  CHECK_EQ_U(e, 1);
+  static const size_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 24, 63, 64, 65, 100, 128, 129, 255, 256, 1000,
+                                 1024, 4095, 4096, 8191, 16384, 32767, 32768, 32769, 65536, 100000,
+                                 1 << 20, (1 << 22) + 3};
+  enum { N = sizeof sizes / sizeof sizes[0] };
+  unsigned char* p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = tslab_alloc(a, sizes[i], e);
+    REQUIRE(p[i] != NULL);
+    size_t us = tslab_usable_size(a, p[i]);
+    CHECK(us >= sizes[i]);
+    if (sizes[i] >= 64 && sizes[i] <= 32768) CHECK(us - sizes[i] < us / 8); /* rounding waste < 12.5% */
+    CHECK(((uintptr_t)p[i] & 7) == 0);
+    if (us % 16 == 0) CHECK(((uintptr_t)p[i] & 15) == 0);
+    CHECK_EQ_U(tslab_epoch_of(a, p[i]), e);
+    memset(p[i], (int)(i + 1), sizes[i]);
+  }
+  for (int i = 0; i < N; i++) {
+    for (size_t j = 0; j < sizes[i]; j += 97) CHECK(p[i][j] == (unsigned char)(i + 1));
+    CHECK(tslab_free(a, p[i]));
+    CHECK_EQ_U(tslab_usable_size(a, p[i]), 0);
+  }
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+static void test_calloc_realloc_aligned(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  /* calloc zeroes, even memory that was dirty before. */
+  unsigned char* d = tslab_alloc(a, 4000, e);
+  memset(d, 0xAB, 4000);
+  CHECK(tslab_free(a, d));
+  unsigned char* z = tslab_calloc(a, 1000, 4, e);
+  REQUIRE(z != NULL);
+  for (int i = 0; i < 4000; i++) CHECK(z[i] == 0);
+  CHECK(tslab_calloc(a, SIZE_MAX / 2, 4, e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_SIZE);
+
+  /* realloc keeps contents and the epoch, moves between classes and spans. */
+  tslab_epoch_t e2 = tslab_epoch_advance(a);
+  char* r = tslab_alloc(a, 10, e);
+  memcpy(r, "abcdefghi", 10);
+  r = tslab_realloc(a, r, 5000);
+  REQUIRE(r != NULL);
+  CHECK(strcmp(r, "abcdefghi") == 0);
+  CHECK_EQ_U(tslab_epoch_of(a, r), e);
+  r = tslab_realloc(a, r, 200000);
+  REQUIRE(r != NULL);
+  CHECK(strcmp(r, "abcdefghi") == 0);
+  r = tslab_realloc(a, r, 16);
+  REQUIRE(r != NULL);
+  CHECK(strcmp(r, "abcdefghi") == 0);
+  CHECK_EQ_U(tslab_epoch_of(a, r), e);
+  /* Shrinking within the class stays in place. */
+  void* same = tslab_realloc(a, r, 12);
+  CHECK(same == r);
+  CHECK(tslab_realloc(a, r, 0) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_SIZE);
+  CHECK(tslab_realloc(a, NULL, 10) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_POINTER);
+  /* A move out of a closed epoch fails and leaves p alone. */
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  CHECK(tslab_realloc(a, r, 4000) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_CLOSED);
+  CHECK(strcmp(r, "abcdefghi") == 0);
+  CHECK(tslab_free(a, r));
+
+  static const size_t aligns[] = {1, 8, 16, 32, 64, 256, 4096, 16384, 65536, 1 << 20};
+  for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+    for (size_t size = 1; size < 300000; size = size * 3 + 5) {
+      void* p = tslab_aligned_alloc(a, aligns[i], size, e2);
+      REQUIRE(p != NULL);
+      CHECK(((uintptr_t)p & (aligns[i] - 1)) == 0);
+      CHECK(tslab_usable_size(a, p) >= size);
+      memset(p, 1, size);
+      CHECK(tslab_free(a, p));
+    }
+  }
+  CHECK(tslab_aligned_alloc(a, 3, 10, e2) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_ALIGNMENT);
+  CHECK(tslab_aligned_alloc(a, (size_t)1 << 21, 10, e2) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_ALIGNMENT);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+static void test_bad_input(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_t* b = make((size_t)1 << 30);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+
+  /* Allocation failures and their reasons. */
+  CHECK(tslab_alloc(a, 0, e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_SIZE);
+  CHECK(tslab_alloc(a, ((size_t)1 << 30) / 4 + 1, e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_SIZE);
+  CHECK(tslab_alloc(a, 10, 0) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_UNKNOWN);
+  CHECK(tslab_alloc(a, 10, e + 5) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_UNKNOWN);
+  CHECK(tslab_alloc(NULL, 10, e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_ARGUMENT);
+  CHECK(strcmp(tslab_strerror(TSLAB_ERR_EPOCH_STALE), tslab_strerror(TSLAB_ERR_EPOCH_CLOSED)) != 0);
+
+  /* Frees of things that are not live allocations. */
+  char* p = tslab_alloc(a, 100, e);
+  char* big = tslab_alloc(a, 100000, e);
+  REQUIRE(p && big);
+  int on_stack;
+  void* foreign = malloc(64);
+  void* other = tslab_alloc(b, 100, tslab_epoch_current(b));
+  CHECK(tslab_free(a, NULL));
+  CHECK(!tslab_free(a, p + 1));
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_POINTER);
+  CHECK(!tslab_free(a, p + 112));                   /* the next slot, never allocated */
+  CHECK(!tslab_free(a, big + 16384));               /* interior of a span */
+  CHECK(!tslab_free(a, &on_stack));
+  CHECK(!tslab_free(a, foreign));
+  CHECK(!tslab_free(a, other));                     /* another instance's */
+  CHECK(!tslab_free(NULL, p));
+  CHECK(tslab_free(a, p));
+  CHECK(!tslab_free(a, p));                         /* double free */
+  CHECK(tslab_free(a, big));
+  CHECK(!tslab_free(a, big));
+  CHECK_EQ_U(tslab_usable_size(a, foreign), 0);
+  CHECK_EQ_U(tslab_usable_size(a, p), 0);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.invalid_frees_total - g0.invalid_frees_total, 8); /* the NULL instance has no counter */
+  CHECK_EQ_U(g1.alloc_fail_size_total - g0.alloc_fail_size_total, 2);
+  CHECK_EQ_U(g1.alloc_fail_unknown_total - g0.alloc_fail_unknown_total, 2);
+  CHECK(tslab_free(b, other));
+  free(foreign);
+
+  /* Handles: stale after free and after reuse, foreign, forged. */
+  tslab_handle_t h = 0, h2 = 0, hb = 0;
+  void* hp = tslab_alloc_handle(a, 48, e, &h);
+  REQUIRE(hp != NULL && h != 0);
+  CHECK(tslab_handle_get(a, h) == hp);
+  CHECK(tslab_handle_get(b, h) == NULL);
+  CHECK(tslab_handle_get(a, h ^ 1) == NULL);
+  CHECK(tslab_handle_get(a, h + ((uint64_t)1 << 40)) == NULL);
+  CHECK(tslab_free_handle(a, h));
+  CHECK(!tslab_free_handle(a, h));
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_HANDLE);
+  CHECK(tslab_handle_get(a, h) == NULL);
+  /* Allocate until the slot is reused; it is, under a new generation. */
+  enum { MAXTRY = 4096 };
+  static void* tries[MAXTRY];
+  void* again = NULL;
+  int n = 0;
+  while (n < MAXTRY && (tries[n] = tslab_alloc_handle(a, 48, e, &h2)) != hp) n++;
+  REQUIRE(n < MAXTRY);
+  again = tries[n];
+  for (int i = 0; i < n; i++) CHECK(tslab_free(a, tries[i]));
+  CHECK(h2 != h);
+  CHECK(tslab_handle_get(a, h) == NULL);
+  CHECK(!tslab_free_handle(a, h));
+  CHECK(tslab_handle_get(a, h2) == again);
+  /* A plain free also invalidates the handle. */
+  CHECK(tslab_free(a, again));
+  CHECK(tslab_handle_get(a, h2) == NULL);
+  CHECK(!tslab_free_handle(a, 0));
+  CHECK(!tslab_free_handle(a, ~(tslab_handle_t)0));
+  void* hl = tslab_alloc_handle(a, 200000, e, &hb);
+  REQUIRE(hl != NULL);
+  CHECK(tslab_handle_get(a, hb) == hl);
+  CHECK(tslab_free_handle(a, hb));
+  CHECK(tslab_handle_get(a, hb) == NULL);
+  CHECK(tslab_alloc_handle(a, 10, e, NULL) == NULL);
+
+  CHECK_CONSISTENT(a);
+  CHECK_CONSISTENT(b);
+  tslab_destroy(a);
+  tslab_destroy(b);
+}
+
+static void test_config(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.epoch_ring_size = 12;
+  CHECK(tslab_create(&c) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_ARGUMENT);
+  tslab_config_init(&c);
+  c.reserve_bytes = 1024;
+  CHECK(tslab_create(&c) == NULL);
+  tslab_config_init(&c);
+  c.release_policy = (tslab_release_policy_t)7;
+  CHECK(tslab_create(&c) == NULL);
+  /* Many instances at once, each independent. */
+  tslab_t* many[8];
+  for (int i = 0; i < 8; i++) {
+    many[i] = make((size_t)256 << 20);
+    void* p = tslab_alloc(many[i], 64, 1);
+    REQUIRE(p != NULL);
+    for (int j = 0; j < i; j++) CHECK(!tslab_free(many[j], p));
+    CHECK(tslab_free(many[i], p));
+  }
+  for (int i = 0; i < 8; i++) tslab_destroy(many[i]);
+  tslab_destroy(NULL);
+}
+
+int main(void) {
+  test_sizes();
+  test_calloc_realloc_aligned();
+  test_bad_input();
+  test_config();
+  TEST_DONE();
+}

@@ -1,0 +1,153 @@
+/* Epochs as eras (contract lines 1 and 4): lifetime isolation, stale and
+ * unknown eras rejected, forced close when the ring wraps, close semantics,
+ * labels and reference counts. */
+#include <stdint.h>
+
+#include "test_util.h"
+
+#define GRANULE ((uintptr_t)16384)
+
+static tslab_t* make(uint32_t ring) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.epoch_ring_size = ring;
+  c.reserve_bytes = (size_t)1 << 30;
+  c.max_alloc_size = (size_t)1 << 26;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
+/* Contract 1: a slab holds objects of one era only. Objects of different
+ * eras never share a granule (slabs are whole granules). */
+static void test_isolation(void) {
+  tslab_t* a = make(16);
+  enum { EPOCHS = 6, PER = 300 };
+  tslab_epoch_t eras[EPOCHS];
+  void* p[EPOCHS][PER];
+  eras[0] = tslab_epoch_current(a);
+  for (int i = 1; i < EPOCHS; i++) eras[i] = tslab_epoch_advance(a);
+  /* Interleave allocations of all eras and several sizes. */
+  for (int j = 0; j < PER; j++)
+    for (int i = 0; i < EPOCHS; i++) {
+      p[i][j] = tslab_alloc(a, (size_t)(16 + (j % 5) * 40), eras[i]);
+      REQUIRE(p[i][j] != NULL);
+      CHECK_EQ_U(tslab_epoch_of(a, p[i][j]), eras[i]);
+    }
+  for (int i = 0; i < EPOCHS; i++)
+    for (int j = 0; j < PER; j++)
+      for (int k = i + 1; k < EPOCHS; k++)
+        for (int m = 0; m < PER; m += 7) CHECK((uintptr_t)p[i][j] / GRANULE != (uintptr_t)p[k][m] / GRANULE);
+  for (int i = 0; i < EPOCHS; i++)
+    for (int j = 0; j < PER; j++) CHECK(tslab_free(a, p[i][j]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+static void test_eras(void) {
+  tslab_t* a = make(4);
+  tslab_epoch_t e1 = tslab_epoch_current(a);
+  CHECK_EQ_U(e1, 1);
+  CHECK_EQ_U(tslab_epoch_status(a, e1), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_status(a, 0), TSLAB_ERR_EPOCH_UNKNOWN);
+  CHECK_EQ_U(tslab_epoch_status(a, 2), TSLAB_ERR_EPOCH_UNKNOWN);
+  void* live1 = tslab_alloc(a, 64, e1);
+  REQUIRE(live1 != NULL);
+  memset(live1, 0x5A, 64);
+
+  tslab_epoch_t e[8];
+  e[1] = e1;
+  for (int i = 2; i <= 4; i++) e[i] = tslab_epoch_advance(a);
+  CHECK_EQ_U(e[4], 4);
+  /* Older eras stay open after an advance. */
+  CHECK_EQ_U(tslab_epoch_status(a, e1), TSLAB_OK);
+  void* q = tslab_alloc(a, 64, e[2]);
+  CHECK(q != NULL);
+  CHECK(tslab_free(a, q));
+
+  /* Advancing onto e1's slot (4 slots) closes e1 first, counted as forced. */
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  uint64_t forced0 = g.epochs_forced_close_total;
+  e[5] = tslab_epoch_advance(a);
+  CHECK_EQ_U(e[5], 5);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.epochs_forced_close_total - forced0, 1);
+  /* e1 is now stale: rejected, never mapped onto era 5. */
+  CHECK(tslab_alloc(a, 64, e1) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_STALE);
+  CHECK_EQ_U(tslab_epoch_status(a, e1), TSLAB_ERR_EPOCH_STALE);
+  CHECK_EQ_U(tslab_epoch_close(a, e1), TSLAB_ERR_EPOCH_STALE);
+  CHECK_EQ_U(tslab_epoch_set_label(a, e1, "x"), TSLAB_ERR_EPOCH_STALE);
+  CHECK_EQ_U(tslab_epoch_refcount(a, e1), (uint64_t)-1);
+  /* Its live object stays valid and can still be freed. */
+  CHECK(((unsigned char*)live1)[63] == 0x5A);
+  CHECK_EQ_U(tslab_epoch_of(a, live1), e1);
+  CHECK(tslab_free(a, live1));
+  CHECK(!tslab_free(a, live1));
+  void* p5 = tslab_alloc(a, 64, e[5]);
+  CHECK(p5 != NULL);
+  CHECK_EQ_U(tslab_epoch_of(a, p5), 5);
+  CHECK(tslab_free(a, p5));
+
+  /* Close: rejects allocations, idempotent, objects stay valid. */
+  void* keep = tslab_alloc(a, 200, e[3]);
+  REQUIRE(keep != NULL);
+  CHECK_EQ_U(tslab_epoch_close(a, e[3]), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_close(a, e[3]), TSLAB_OK);
+  CHECK(tslab_alloc(a, 200, e[3]) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_CLOSED);
+  CHECK(tslab_alloc(a, 100000, e[3]) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_CLOSED);
+  CHECK_EQ_U(tslab_epoch_status(a, e[3]), TSLAB_ERR_EPOCH_CLOSED);
+  CHECK(tslab_usable_size(a, keep) >= 200);
+  CHECK(tslab_free(a, keep));
+  CHECK_EQ_U(tslab_epoch_close(NULL, 1), TSLAB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_U(tslab_epoch_close(a, 99), TSLAB_ERR_EPOCH_UNKNOWN);
+  /* Era 6 lands on open era 2's slot (forced close); era 7 on closed era
+   * 3's slot (no forced close). */
+  tslab_stats_global(a, &g);
+  forced0 = g.epochs_forced_close_total;
+  e[6] = tslab_epoch_advance(a);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.epochs_forced_close_total - forced0, 1);
+  e[7] = tslab_epoch_advance(a);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.epochs_forced_close_total - forced0, 1);
+  CHECK_EQ_U(tslab_epoch_status(a, e[2]), TSLAB_ERR_EPOCH_STALE);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+static void test_labels_refcounts(void) {
+  tslab_t* a = make(16);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  char buf[TSLAB_LABEL_MAX];
+  CHECK_EQ_U(tslab_epoch_set_label(a, e, "request"), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_get_label(a, e, buf, sizeof buf), TSLAB_OK);
+  CHECK(strcmp(buf, "request") == 0);
+  CHECK_EQ_U(tslab_epoch_set_label(a, e, "a-label-that-is-much-longer-than-thirty-two-bytes"), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_get_label(a, e, buf, sizeof buf), TSLAB_OK);
+  CHECK_EQ_U(strlen(buf), TSLAB_LABEL_MAX - 1);
+  CHECK_EQ_U(tslab_epoch_set_label(a, e, NULL), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_get_label(a, e, buf, sizeof buf), TSLAB_OK);
+  CHECK(buf[0] == 0);
+
+  CHECK_EQ_U(tslab_epoch_refcount(a, e), 0);
+  CHECK_EQ_U(tslab_epoch_ref(a, e), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_ref(a, e), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_refcount(a, e), 2);
+  CHECK_EQ_U(tslab_epoch_unref(a, e), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_unref(a, e), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_unref(a, e), TSLAB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_U(tslab_epoch_refcount(a, e), 0);
+  CHECK_EQ_U(tslab_epoch_ref(a, 77), TSLAB_ERR_EPOCH_UNKNOWN);
+  tslab_destroy(a);
+}
+
+int main(void) {
+  test_isolation();
+  test_eras();
+  test_labels_refcounts();
+  TEST_DONE();
+}

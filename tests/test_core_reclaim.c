@@ -1,0 +1,220 @@
+/* Contract lines 2 and 3: continuous recycling without epoch_close, and
+ * deterministic reclamation at close, including slabs cached by a thread
+ * that is blocked while the epoch is closed. Residency is read from the
+ * kernel with mincore(2). */
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+static size_t page;
+
+/* Resident pages among those holding the given objects. */
+static size_t resident_pages(void** objs, size_t n, size_t size) {
+  size_t count = 0;
+  uintptr_t last = 0;
+  for (size_t i = 0; i < n; i++) {
+    for (uintptr_t pg = (uintptr_t)objs[i] & ~(page - 1); pg < (uintptr_t)objs[i] + size; pg += page) {
+      if (pg == last) continue;
+      last = pg;
+      unsigned char v = 0;
+      REQUIRE(mincore((void*)pg, page, &v) == 0);
+      count += v & 1;
+    }
+  }
+  return count;
+}
+
+static tslab_t* make(tslab_release_policy_t policy) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 32;
+  c.release_policy = policy;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
+/* ---- an idle thread's cached slabs are released by another thread's close ---- */
+
+enum { IDLE_OBJECTS = 40000, IDLE_SIZE = 128 };
+
+struct idle {
+  tslab_t* a;
+  tslab_epoch_t e;
+  void** objs;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int allocated, release;
+};
+
+static void* idle_thread(void* arg) {
+  struct idle* s = arg;
+  for (int i = 0; i < IDLE_OBJECTS; i++) {
+    s->objs[i] = tslab_alloc(s->a, IDLE_SIZE, s->e);
+    REQUIRE(s->objs[i] != NULL);
+    memset(s->objs[i], 0x77, IDLE_SIZE);
+  }
+  pthread_mutex_lock(&s->mu);
+  s->allocated = 1;
+  pthread_cond_broadcast(&s->cv);
+  while (!s->release) pthread_cond_wait(&s->cv, &s->mu); /* blocked, owning its cache */
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static void test_idle_thread_close(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_epoch_t keep = tslab_epoch_current(a);
+  struct idle s = {.a = a, .e = tslab_epoch_advance(a)};
+  s.objs = malloc(sizeof(void*) * IDLE_OBJECTS);
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_cond_init(&s.cv, NULL);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, idle_thread, &s) == 0);
+  pthread_mutex_lock(&s.mu);
+  while (!s.allocated) pthread_cond_wait(&s.cv, &s.mu);
+  pthread_mutex_unlock(&s.mu);
+
+  size_t before = resident_pages(s.objs, IDLE_OBJECTS, IDLE_SIZE);
+  CHECK(before >= (size_t)IDLE_OBJECTS * IDLE_SIZE / page);
+  /* Thread A (this one) frees everything B allocated, then closes e while B
+   * is still blocked with the slabs in its cache. */
+  for (int i = 0; i < IDLE_OBJECTS; i++) CHECK(tslab_free(a, s.objs[i]));
+  tslab_stats_epoch_t es;
+  CHECK_EQ_U(tslab_stats_epoch(a, s.e, &es), TSLAB_OK);
+  CHECK_EQ_U(es.live_objects, 0);
+  CHECK_EQ_U(tslab_epoch_close(a, s.e), TSLAB_OK);
+  size_t after = resident_pages(s.objs, IDLE_OBJECTS, IDLE_SIZE);
+  CHECK_EQ_U(after, 0);
+  CHECK_EQ_U(tslab_stats_epoch(a, s.e, &es), TSLAB_OK);
+  CHECK(es.released_at_close_bytes >= (uint64_t)IDLE_OBJECTS * IDLE_SIZE);
+  CHECK_EQ_U(es.slabs, 0);
+  CHECK(es.state == TSLAB_EPOCH_CLOSING);
+
+  /* B is still blocked; its memory is gone; another epoch still works. */
+  void* p = tslab_alloc(a, 64, keep);
+  CHECK(p != NULL);
+  CHECK(tslab_free(a, p));
+  CHECK_CONSISTENT(a);
+  pthread_mutex_lock(&s.mu);
+  s.release = 1;
+  pthread_cond_broadcast(&s.cv);
+  pthread_mutex_unlock(&s.mu);
+  pthread_join(t, NULL);
+  CHECK_CONSISTENT(a);
+  free(s.objs);
+  tslab_destroy(a);
+}
+
+/* ---- a slab of a closed epoch is released by the free that empties it ---- */
+
+static void test_release_by_last_free(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  enum { N = 2000 };
+  void* objs[N];
+  for (int i = 0; i < N; i++) {
+    objs[i] = tslab_alloc(a, 256, e);
+    REQUIRE(objs[i] != NULL);
+    memset(objs[i], 1, 256);
+  }
+  void* big = tslab_alloc(a, 300000, e);
+  REQUIRE(big != NULL);
+  memset(big, 1, 300000);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  /* Nothing was empty: everything stays resident and valid. */
+  CHECK(resident_pages(objs, N, 256) >= (size_t)N * 256 / page);
+  for (int i = 0; i < N; i++) CHECK(((unsigned char*)objs[i])[255] == 1);
+  /* Free all but the last object of each slab: no page is released before
+   * its slab is empty... */
+  for (int i = 0; i < N; i++)
+    if (i % 64 != 63) CHECK(tslab_free(a, objs[i]));
+  /* ... and the free that empties a slab releases it at once. */
+  for (int i = 63; i < N; i += 64) {
+    CHECK(resident_pages(&objs[i], 1, 256) == 1);
+    CHECK(tslab_free(a, objs[i]));
+  }
+  CHECK_EQ_U(resident_pages(objs, N, 256), 0);
+  CHECK(tslab_free(a, big));
+  CHECK_EQ_U(resident_pages(&big, 1, 300000), 0);
+  tslab_stats_epoch_t es;
+  CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
+  CHECK_EQ_U(es.live_objects, 0);
+  CHECK_EQ_U(es.slabs, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* ---- recycling without close; the eager policy ---- */
+
+static void test_recycling(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_epoch_t e1 = tslab_epoch_current(a);
+  tslab_epoch_t e2 = tslab_epoch_advance(a);
+  enum { N = 20000 };
+  static void* objs[N];
+  tslab_stats_global_t g0, g1;
+  /* Fill and empty slabs of e1 (never closed), then allocate in e2 and in
+   * another class: the emptied slabs are reused. */
+  for (int round = 0; round < 50; round++) {
+    tslab_epoch_t e = round % 2 ? e2 : e1;
+    size_t size = round % 3 ? 96 : 512;
+    for (int i = 0; i < N; i++) REQUIRE((objs[i] = tslab_alloc(a, size, e)) != NULL);
+    for (int i = 0; i < N; i++) CHECK(tslab_free(a, objs[i]));
+    if (round == 0) tslab_stats_global(a, &g0);
+  }
+  tslab_stats_global(a, &g1);
+  CHECK(g1.slabs_recycled_total > g0.slabs_recycled_total);
+  /* Bounded: 49 more rounds did not take more address space than the peak. */
+  CHECK(g1.committed_bytes <= g0.committed_bytes + ((size_t)N * 512) + ((size_t)8 << 20));
+  CHECK_EQ_U(g1.live_objects, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
+  /* Eager: a slab is released the moment it empties, no close needed. */
+  a = make(TSLAB_RELEASE_EAGER);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  for (int i = 0; i < N; i++) REQUIRE((objs[i] = tslab_alloc(a, 200, e)) != NULL);
+  for (int i = 0; i < N; i++) memset(objs[i], 3, 200);
+  for (int i = 0; i < N; i++) CHECK(tslab_free(a, objs[i]));
+  /* Only the bin's current slab may stay cached. */
+  CHECK(resident_pages(objs, N, 200) <= 16384 / page);
+  tslab_stats_global(a, &g1);
+  CHECK(g1.release_calls_total > 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* ---- the phase burst of DESIGN.md 5: 64 MiB allocated and freed, then close ---- */
+
+static void test_phase_burst(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  enum { N = (64 << 20) / 128 };
+  void** objs = malloc(sizeof(void*) * N);
+  for (int i = 0; i < N; i++) {
+    objs[i] = tslab_alloc(a, 128, e);
+    REQUIRE(objs[i] != NULL);
+    memset(objs[i], 9, 128);
+  }
+  for (int i = 0; i < N; i++) CHECK(tslab_free(a, objs[i]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  CHECK_EQ_U(resident_pages(objs, N, 128), 0);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK(g.resident_estimate_bytes <= ((uint64_t)4 << 20));
+  free(objs);
+  tslab_destroy(a);
+}
+
+int main(void) {
+  page = (size_t)sysconf(_SC_PAGESIZE);
+  test_idle_thread_close();
+  test_release_by_last_free();
+  test_recycling();
+  test_phase_burst();
+  TEST_DONE();
+}
