@@ -1,0 +1,24 @@
+# The API fuzz driver (tests/fuzz/). Always built as a CTest test replaying
+# the committed corpus; with clang and -DTSLAB_FUZZ=ON also as a libFuzzer
+# binary, fuzz_api (run by scripts/ci/40-fuzz.sh).
+option(TSLAB_FUZZ "Build the libFuzzer target (clang only)" OFF)
+
+tslab_add_test(test_fuzz_replay
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_api.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/replay_main.c
+  LABELS fuzz TIMEOUT 300)
+target_compile_definitions(test_fuzz_replay PRIVATE
+  TSLAB_FUZZ_CORPUS="${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus")
+
+if(TSLAB_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_api ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_api.c)
+  target_compile_definitions(fuzz_api PRIVATE _GNU_SOURCE)
+  target_compile_options(fuzz_api PRIVATE -fsanitize=fuzzer,address,undefined
+    -fno-sanitize-recover=undefined)
+  target_link_options(fuzz_api PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_api PRIVATE tslab_static)
+  # Coverage feedback from the library itself, not only from the driver.
+  target_compile_options(tslab_objects PRIVATE -fsanitize=fuzzer-no-link,address,undefined
+    -fno-sanitize-recover=undefined)
+elseif(TSLAB_FUZZ)
+  message(WARNING "TSLAB_FUZZ needs clang; only the corpus replay test is built")
+endif()

@@ -1,0 +1,263 @@
+/* Fault injection (src/fault.h): the OS refusing to reserve, commit or
+ * release memory must give NULL with TSLAB_ERR_OUT_OF_MEMORY (or a create
+ * that fails cleanly), never a crash, never corrupted metadata, never a
+ * changed byte in a live object, and the allocator must work again once the
+ * faults stop. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fault.h"
+#include "test_util.h"
+
+#define NOBJ 64
+
+typedef struct {
+  unsigned char* p;
+  size_t size;
+} obj_t;
+
+static tslab_config_t small_config(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)64 << 20;
+  c.max_alloc_size = (size_t)16 << 20;
+  return c;
+}
+
+static void fill(obj_t* o, unsigned seed) {
+  for (size_t k = 0; k < o->size; k++) o->p[k] = (unsigned char)(seed * 29u + k);
+}
+
+static int intact(const obj_t* o, unsigned seed) {
+  for (size_t k = 0; k < o->size; k++)
+    if (o->p[k] != (unsigned char)(seed * 29u + k)) return 0;
+  return 1;
+}
+
+/* A set of live objects of every kind whose contents must survive. */
+static void make_objects(tslab_t* a, obj_t* objs, tslab_epoch_t e) {
+  for (unsigned i = 0; i < NOBJ; i++) {
+    objs[i].size = i % 8 == 7 ? 40000 + i * 1000 : 8 + i * 97;
+    objs[i].p = tslab_alloc(a, objs[i].size, e);
+    REQUIRE(objs[i].p != NULL);
+    fill(&objs[i], i);
+  }
+}
+
+static void check_objects(const obj_t* objs) {
+  for (unsigned i = 0; i < NOBJ; i++) CHECK(intact(&objs[i], i));
+}
+
+static void free_objects(tslab_t* a, obj_t* objs) {
+  for (unsigned i = 0; i < NOBJ; i++) CHECK(tslab_free(a, objs[i].p));
+}
+
+/* Every system call of tslab_create failing in turn: NULL with the OOM
+ * reason, nothing left behind that breaks the next create. */
+static void test_create(void) {
+  tslab_config_t c = small_config();
+  tslab_fault_inject(TSLAB_FAULT_RESERVE, 0, 1);
+  tslab_clear_error();
+  CHECK(tslab_create(&c) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+  CHECK_EQ_U(tslab_fault_injected(), 1);
+
+  /* The second reservation (metadata) failing must undo the first. */
+  tslab_fault_inject(TSLAB_FAULT_RESERVE, 1, 1);
+  tslab_clear_error();
+  CHECK(tslab_create(&c) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+  CHECK_EQ_U(tslab_fault_injected(), 1);
+
+  /* Each commit/map of create failing in turn, until one create gets
+   * through with no fault left to hit. */
+  unsigned failed = 0;
+  for (uint64_t skip = 0;; skip++) {
+    REQUIRE(skip < 64);
+    tslab_fault_inject(TSLAB_FAULT_COMMIT, skip, 1);
+    tslab_clear_error();
+    tslab_t* a = tslab_create(&c);
+    uint64_t hit = tslab_fault_injected();
+    tslab_fault_clear();
+    if (a == NULL) {
+      CHECK_EQ_U(hit, 1);
+      CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+      failed++;
+      continue;
+    }
+    /* Created: it must work, whatever fault happened during create. */
+    void* p = tslab_alloc(a, 100, tslab_epoch_current(a));
+    CHECK(p != NULL);
+    CHECK(tslab_free(a, p));
+    CHECK_CONSISTENT(a);
+    tslab_destroy(a);
+    if (hit == 0) break;
+  }
+  CHECK(failed >= 1);
+  tslab_fault_clear();
+  tslab_t* a = tslab_create(&c);
+  CHECK(a != NULL);
+  tslab_destroy(a);
+}
+
+/* Growth refused: small and large allocations fail with the OOM reason
+ * once the committed memory is used up; nothing else changes. */
+static void test_commit(tslab_release_policy_t policy) {
+  tslab_config_t c = small_config();
+  c.release_policy = policy;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  obj_t objs[NOBJ];
+  make_objects(a, objs, e);
+
+  tslab_stats_global_t before, after;
+  tslab_stats_global(a, &before);
+  tslab_fault_inject(TSLAB_FAULT_COMMIT, 0, UINT64_MAX);
+
+  tslab_clear_error();
+  CHECK(tslab_alloc(a, (size_t)8 << 20, e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+
+  /* Small objects: the committed prefix runs out after a bounded number. */
+  enum { MAXFILL = 1 << 16 };
+  static void* filler[MAXFILL];
+  size_t n = 0;
+  tslab_clear_error();
+  while (n < MAXFILL && (filler[n] = tslab_alloc(a, 1024, e)) != NULL) n++;
+  CHECK(n < MAXFILL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+  CHECK(tslab_fault_injected() >= 2);
+  tslab_clear_error();
+  CHECK(tslab_aligned_alloc(a, 4096, 3 << 20, e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+  tslab_clear_error();
+  CHECK(tslab_realloc(a, objs[7].p, (size_t)12 << 20) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+
+  tslab_stats_global(a, &after);
+  CHECK(after.alloc_fail_oom_total >= before.alloc_fail_oom_total + 3);
+  CHECK_CONSISTENT(a);
+  check_objects(objs);
+
+  /* Freeing works without new memory; so does closing an epoch. */
+  for (size_t i = 0; i < n; i++) CHECK(tslab_free(a, filler[i]));
+  tslab_epoch_t e2 = tslab_epoch_advance(a);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  check_objects(objs);
+
+  /* Memory is back: everything works again. */
+  tslab_fault_clear();
+  void* big = tslab_alloc(a, (size_t)8 << 20, e2);
+  CHECK(big != NULL);
+  for (size_t i = 0; i < n; i++) {
+    filler[i] = tslab_alloc(a, 1024, e2);
+    CHECK(filler[i] != NULL);
+  }
+  for (size_t i = 0; i < n; i++) CHECK(tslab_free(a, filler[i]));
+  CHECK(tslab_free(a, big));
+  check_objects(objs);
+  free_objects(a, objs);
+  CHECK_CONSISTENT(a);
+  tslab_stats_global(a, &after);
+  CHECK_EQ_U(after.live_objects, 0);
+  tslab_destroy(a);
+}
+
+/* madvise refused: closes and eager releases keep going, the pages simply
+ * stay resident; the allocator stays consistent and releases again later. */
+static void test_release(tslab_release_policy_t policy) {
+  tslab_config_t c = small_config();
+  c.release_policy = policy;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t keep = tslab_epoch_current(a);
+  obj_t objs[NOBJ];
+  make_objects(a, objs, keep);
+
+  tslab_fault_inject(TSLAB_FAULT_RELEASE, 0, UINT64_MAX);
+  tslab_stats_global_t before, after;
+  tslab_stats_global(a, &before);
+  for (int round = 0; round < 3; round++) {
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    void* ps[512];
+    for (int i = 0; i < 512; i++) {
+      ps[i] = tslab_alloc(a, 64 + (size_t)i * 61, e);
+      CHECK(ps[i] != NULL);
+    }
+    for (int i = 0; i < 512; i++) CHECK(tslab_free(a, ps[i]));
+    CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+    CHECK_CONSISTENT(a);
+  }
+  CHECK(tslab_fault_injected() >= 1);
+  tslab_stats_global(a, &after);
+  CHECK_EQ_U(after.release_calls_total, before.release_calls_total);
+  check_objects(objs);
+
+  tslab_fault_clear();
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  void* ps[512];
+  for (int i = 0; i < 512; i++) {
+    ps[i] = tslab_alloc(a, 64 + (size_t)i * 61, e);
+    CHECK(ps[i] != NULL);
+  }
+  for (int i = 0; i < 512; i++) CHECK(tslab_free(a, ps[i]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_global(a, &after);
+  CHECK(after.release_calls_total > before.release_calls_total);
+  check_objects(objs);
+  free_objects(a, objs);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* A thread whose cache cannot be created: it cannot allocate (OOM), but it
+ * can still free other threads' objects, and it recovers later. */
+typedef struct {
+  tslab_t* a;
+  void* victim;
+  int alloc_failed_oom, freed, alloc_after;
+} thread_arg_t;
+
+static void* no_cache_thread(void* p) {
+  thread_arg_t* t = p;
+  tslab_fault_inject(TSLAB_FAULT_COMMIT, 0, UINT64_MAX);
+  tslab_clear_error();
+  void* q = tslab_alloc(t->a, 48, tslab_epoch_current(t->a));
+  t->alloc_failed_oom = q == NULL && tslab_last_error() == TSLAB_ERR_OUT_OF_MEMORY;
+  t->freed = tslab_free(t->a, t->victim);
+  tslab_fault_clear();
+  q = tslab_alloc(t->a, 48, tslab_epoch_current(t->a));
+  t->alloc_after = q != NULL && tslab_free(t->a, q);
+  return NULL;
+}
+
+static void test_thread_cache(void) {
+  tslab_config_t c = small_config();
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  thread_arg_t t = {a, tslab_alloc(a, 48, tslab_epoch_current(a)), 0, 0, 0};
+  REQUIRE(t.victim != NULL);
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, no_cache_thread, &t) == 0);
+  pthread_join(th, NULL);
+  CHECK(t.alloc_failed_oom);
+  CHECK(t.freed);
+  CHECK(t.alloc_after);
+  CHECK_CONSISTENT(a);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.live_objects, 0);
+  tslab_destroy(a);
+}
+
+int main(void) {
+  test_create();
+  test_commit(TSLAB_RELEASE_ON_CLOSE);
+  test_commit(TSLAB_RELEASE_EAGER);
+  test_release(TSLAB_RELEASE_ON_CLOSE);
+  test_release(TSLAB_RELEASE_EAGER);
+  test_thread_cache();
+  TEST_DONE();
+}

@@ -1,0 +1,149 @@
+/* fork() while other threads are inside the allocator: the child (one thread,
+ * a copy of the parent's memory taken at an arbitrary point of the other
+ * threads' work) must be able to allocate, free and close epochs at once.
+ * A lock held by another parent thread at the moment of fork, or a busy flag
+ * left raised in the child's copy, would make the child hang: the parent
+ * waits with a deadline and kills it. The child reports through its exit
+ * status only (no stdio: another thread may have held its lock at fork). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#define HAMMERS 3
+#define FORKS 40
+#define CHILD_DEADLINE_S 30
+#define NOBJ 32
+
+static tslab_t* a;
+static atomic_bool stop;
+
+/* Allocation, local and cross-thread frees, advancing and closing epochs:
+ * every lock and every busy window of the allocator is taken all the time. */
+static void* hammer(void* arg) {
+  unsigned id = (unsigned)(uintptr_t)arg;
+  static void* _Atomic handoff[HAMMERS];
+  void* keep[64] = {0};
+  unsigned n = 0;
+  while (!atomic_load(&stop)) {
+    tslab_epoch_t e = tslab_epoch_current(a);
+    size_t size = 16 + (n * 37u + id * 1000u) % 3000;
+    void* p = n % 97 == 0 ? tslab_alloc(a, 100000, e) : tslab_alloc(a, size, e);
+    void* old = keep[n % 64];
+    keep[n % 64] = p;
+    if (old) tslab_free(a, old);
+    /* Hand one object to the next thread, free the one handed to us. */
+    if (n % 8 == 0 && p) {
+      keep[n % 64] = NULL;
+      void* theirs = atomic_exchange(&handoff[(id + 1) % HAMMERS], p);
+      if (theirs) tslab_free(a, theirs);
+    }
+    if (id == 0 && n % 500 == 0) {
+      tslab_epoch_t next = tslab_epoch_advance(a);
+      tslab_epoch_close(a, next - 2);
+    }
+    n++;
+  }
+  for (unsigned i = 0; i < 64; i++) tslab_free(a, keep[i]);
+  void* mine = atomic_exchange(&handoff[id], NULL);
+  if (mine) tslab_free(a, mine);
+  return NULL;
+}
+
+static unsigned char pattern(unsigned i, size_t k) { return (unsigned char)(i * 13u + k); }
+
+/* The child's work. Exit codes name the step that failed. */
+static int child(void** objs, size_t* sizes) {
+  for (unsigned i = 0; i < NOBJ; i++)
+    for (size_t k = 0; k < sizes[i]; k++)
+      if (((unsigned char*)objs[i])[k] != pattern(i, k)) return 2;
+  tslab_epoch_t e = tslab_epoch_current(a);
+  void* ps[256];
+  for (unsigned i = 0; i < 256; i++) {
+    ps[i] = tslab_alloc(a, 8 + i * 131u, e);
+    if (!ps[i]) return 3;
+    ((unsigned char*)ps[i])[0] = (unsigned char)i;
+  }
+  void* big = tslab_alloc(a, (size_t)1 << 20, e);
+  if (!big) return 3;
+  for (unsigned i = 0; i < 256; i++)
+    if (!tslab_free(a, ps[i])) return 4;
+  if (!tslab_free(a, big)) return 4;
+  for (unsigned i = 0; i < NOBJ; i++)
+    if (!tslab_free(a, objs[i])) return 4;
+  tslab_epoch_t next = tslab_epoch_advance(a);
+  if (tslab_epoch_close(a, e) != TSLAB_OK) return 5;
+  void* p = tslab_alloc(a, 64, next);
+  if (!p || !tslab_free(a, p)) return 6;
+  tslab_t* b = tslab_create(NULL);
+  if (!b) return 7;
+  p = tslab_alloc(b, 64, 1);
+  if (!p || !tslab_free(b, p)) return 7;
+  tslab_destroy(b);
+  return 0;
+}
+
+/* Wait for pid until the deadline; kill it when it hangs. */
+static int wait_child(pid_t pid, int* status) {
+  struct timespec start, now, nap = {0, 2000000};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return 1;
+    if (r < 0 && errno != EINTR) return 0;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > CHILD_DEADLINE_S) {
+      kill(pid, SIGKILL);
+      waitpid(pid, status, 0);
+      return 0;
+    }
+    nanosleep(&nap, NULL);
+  }
+}
+
+int main(void) {
+  a = tslab_create(NULL);
+  REQUIRE(a != NULL);
+  void* objs[NOBJ];
+  size_t sizes[NOBJ];
+  for (unsigned i = 0; i < NOBJ; i++) {
+    sizes[i] = 24 + i * 211u;
+    objs[i] = tslab_alloc(a, sizes[i], tslab_epoch_current(a));
+    REQUIRE(objs[i] != NULL);
+    for (size_t k = 0; k < sizes[i]; k++) ((unsigned char*)objs[i])[k] = pattern(i, k);
+  }
+  pthread_t th[HAMMERS];
+  for (unsigned i = 0; i < HAMMERS; i++)
+    REQUIRE(pthread_create(&th[i], NULL, hammer, (void*)(uintptr_t)i) == 0);
+
+  struct timespec nap = {0, 3000000};
+  for (int f = 0; f < FORKS; f++) {
+    nanosleep(&nap, NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(child(objs, sizes));
+    int status = 0;
+    if (!wait_child(pid, &status)) {
+      fprintf(stderr, "fork %d: child hung (killed after %d s)\n", f, CHILD_DEADLINE_S);
+      tu_failures++;
+      break;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "fork %d: child %s %d\n", f, WIFEXITED(status) ? "exited with" : "killed by signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      tu_failures++;
+      break;
+    }
+  }
+  atomic_store(&stop, true);
+  for (unsigned i = 0; i < HAMMERS; i++) pthread_join(th[i], NULL);
+  for (unsigned i = 0; i < NOBJ; i++) CHECK(tslab_free(a, objs[i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+  TEST_DONE();
+}
