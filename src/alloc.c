@@ -86,9 +86,10 @@ static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, size_t si
 
 /* Smallest class that can hold size bytes at the given alignment, or
  * TSLAB_CLASSES when only a span can. Slab starts are granule-aligned, so a
- * class whose size is a multiple of the alignment aligns every object. */
+ * class whose size is a multiple of the alignment aligns every object, for
+ * alignments up to the granule. */
 static uint32_t class_for(size_t size, size_t align) {
-  if (size > TSLAB_SMALL_MAX) return TSLAB_CLASSES;
+  if (size > TSLAB_SMALL_MAX || align > TSLAB_GRANULE) return TSLAB_CLASSES;
   uint32_t c = tslab_class_of(size);
   if (align <= 8) return c;
   for (; c < TSLAB_CLASSES; c++)

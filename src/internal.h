@@ -367,6 +367,13 @@ TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a);
 TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap);
 
+TSLAB_INTERNAL void tslab_live_lock(void);
+TSLAB_INTERNAL void tslab_live_unlock(void);
+TSLAB_INTERNAL size_t tslab_live_count(void);
+TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i);
+TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc);
+TSLAB_INTERNAL void tslab_fork_init(void);
+
 typedef struct tslab_tls_entry {
   tslab_t* inst;
   uint64_t id;

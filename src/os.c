@@ -85,6 +85,7 @@ __attribute__((constructor)) static void tslab_os_init(void) {
       syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
     tslab_membarrier_ok = true;
   tslab_classes_init();
+  tslab_fork_init();
 }
 
 TSLAB_INTERNAL bool tslab_os_has_membarrier(void) { return tslab_membarrier_ok; }

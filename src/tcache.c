@@ -44,6 +44,21 @@ TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a) {
   return ok;
 }
 
+/* For fork handling (src/fork.c): the live instances, under live_mu. */
+TSLAB_INTERNAL void tslab_live_lock(void) { pthread_mutex_lock(&live_mu); }
+TSLAB_INTERNAL void tslab_live_unlock(void) { pthread_mutex_unlock(&live_mu); }
+TSLAB_INTERNAL size_t tslab_live_count(void) { return live_len; }
+TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i) { return live_list[i]; }
+
+/* Is tc one of the calling thread's caches? */
+TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc) {
+  for (int i = 0; i < TSLAB_TLS_ENTRIES; i++)
+    if (tslab_tls[i].inst && tslab_tls[i].tc == tc) return true;
+  for (size_t i = 0; i < tls_extra_len; i++)
+    if (tls_extra[i].tc == tc) return true;
+  return false;
+}
+
 static bool instance_alive_locked(tslab_t* a, uint64_t id) {
   for (size_t i = 0; i < live_len; i++)
     if (live_list[i] == a && a->id == id) return true;
