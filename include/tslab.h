@@ -90,6 +90,19 @@ typedef enum tslab_release_policy {
   TSLAB_RELEASE_EAGER = 1
 } tslab_release_policy_t;
 
+/* Which ring slot a new era takes. */
+typedef enum tslab_advance_policy {
+  /* Default. The new era takes the next slot (in ring order) that holds no
+   * open era, so a long-lived epoch keeps its slot while short phases come
+   * and go around it. Era numbers skip the open slots. Only when every slot
+   * holds an open era is the next slot's era closed first (forced). */
+  TSLAB_ADVANCE_SKIP_OPEN = 0,
+  /* The new era is always current + 1 in slot (current + 1) % ring_size,
+   * closing the era there first if it is still open (forced). This is the
+   * seed's ring discipline; the compatibility layer uses it. */
+  TSLAB_ADVANCE_NEXT_SLOT = 1
+} tslab_advance_policy_t;
+
 /* Instance configuration. Initialise with tslab_config_init(), then change
  * what you need. A NULL config means all defaults. */
 typedef struct tslab_config {
@@ -98,6 +111,7 @@ typedef struct tslab_config {
   size_t pool_resident_max;     /* empty-slab bytes the pool keeps resident; default 4 MiB */
   size_t max_alloc_size;        /* largest request accepted; default 1 GiB */
   tslab_release_policy_t release_policy; /* default TSLAB_RELEASE_ON_CLOSE */
+  tslab_advance_policy_t advance_policy; /* default TSLAB_ADVANCE_SKIP_OPEN */
 } tslab_config_t;
 
 /* ------------------------------------------------------------------------- */
@@ -125,9 +139,10 @@ TSLAB_API void tslab_destroy(tslab_t* a);
 TSLAB_API tslab_epoch_t tslab_epoch_current(tslab_t* a);
 
 /* Open a new era and make it current; returns it (0 on a NULL instance).
- * Other open epochs stay open: several phases may be live at once. If the new
- * era's ring slot still holds an open era, that era is closed first exactly
- * as by tslab_epoch_close(), and the close is counted as forced. */
+ * Other open epochs stay open: several phases may be live at once. The new
+ * era's slot follows the instance's advance policy; when it still holds an
+ * open era, that era is closed first exactly as by tslab_epoch_close(), and
+ * the close is counted as forced. */
 TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a);
 
 /* Close an epoch: it rejects new allocations from now on (its live objects

@@ -51,6 +51,7 @@ SlabAllocator* slab_allocator_create(void) {
   tslab_config_t cfg;
   tslab_config_init(&cfg);
   cfg.epoch_ring_size = SLAB_EPOCH_COUNT;
+  cfg.advance_policy = TSLAB_ADVANCE_NEXT_SLOT;
   SlabAllocator* a = malloc(sizeof *a);
   if (a == NULL) {
     tslab_set_error(TSLAB_ERR_OUT_OF_MEMORY);

@@ -178,6 +178,15 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
   }
   pthread_mutex_lock(&a->epoch_mu);
   uint64_t era = atomic_load(&a->current) + 1;
+  if (a->config.advance_policy == TSLAB_ADVANCE_SKIP_OPEN) {
+    /* The first slot after the current one that holds no open era. */
+    for (uint32_t i = 0; i < a->ring_size; i++) {
+      if (TSLAB_STATE_OF(atomic_load(&a->ring[(era + i) & a->ring_mask].state)) != TSLAB_EPOCH_ACTIVE) {
+        era += i;
+        break;
+      }
+    }
+  }
   tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
   uint64_t st = atomic_load(&es->state);
   uint64_t old = TSLAB_STATE_ERA(st);

@@ -18,6 +18,7 @@ TSLAB_API void tslab_config_init(tslab_config_t* c) {
   c->pool_resident_max = (size_t)4 << 20;
   c->max_alloc_size = (size_t)1 << 30;
   c->release_policy = TSLAB_RELEASE_ON_CLOSE;
+  c->advance_policy = TSLAB_ADVANCE_SKIP_OPEN;
 }
 
 static bool config_valid(const tslab_config_t* c) {
@@ -26,6 +27,8 @@ static bool config_valid(const tslab_config_t* c) {
   /* Handles hold a 26-bit granule index: at most 1 TiB of reservation. */
   if (c->reserve_bytes < ((size_t)4 << 20) || c->reserve_bytes > ((size_t)1 << 40)) return false;
   if (c->max_alloc_size == 0 || c->max_alloc_size > c->reserve_bytes / 2) return false;
+  if (c->advance_policy != TSLAB_ADVANCE_SKIP_OPEN && c->advance_policy != TSLAB_ADVANCE_NEXT_SLOT)
+    return false;
   return c->release_policy == TSLAB_RELEASE_ON_CLOSE || c->release_policy == TSLAB_RELEASE_EAGER;
 }
 

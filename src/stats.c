@@ -192,16 +192,24 @@ TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t
 
 TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t max) {
   if (!a || (!out && max)) return 0;
+  /* Slots that hold an era, oldest era first (eras need not be contiguous). */
+  uint32_t order[TSLAB_RING_MAX];
+  uint64_t eras[TSLAB_RING_MAX];
+  size_t held = 0;
   pthread_mutex_lock(&a->epoch_mu);
-  uint64_t cur = atomic_load(&a->current);
-  size_t n = 0;
-  /* Oldest first: the ring holds at most ring_size eras ending at current. */
-  uint64_t first = cur >= a->ring_size ? cur - a->ring_size + 1 : 1;
-  for (uint64_t era = first; era <= cur && n < max; era++) {
-    uint32_t slot = (uint32_t)(era & a->ring_mask);
-    if (TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state)) != era) continue;
-    fill_epoch(a, slot, &out[n++]);
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    uint64_t era = TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state));
+    if (era == 0) continue;
+    size_t i = held++;
+    for (; i > 0 && eras[i - 1] > era; i--) {
+      eras[i] = eras[i - 1];
+      order[i] = order[i - 1];
+    }
+    eras[i] = era;
+    order[i] = slot;
   }
+  size_t n = held < max ? held : max;
+  for (size_t i = 0; i < n; i++) fill_epoch(a, order[i], &out[i]);
   pthread_mutex_unlock(&a->epoch_mu);
   return n;
 }

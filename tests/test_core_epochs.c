@@ -7,16 +7,19 @@
 
 #define GRANULE ((uintptr_t)16384)
 
-static tslab_t* make(uint32_t ring) {
+static tslab_t* make_policy(uint32_t ring, tslab_advance_policy_t policy) {
   tslab_config_t c;
   tslab_config_init(&c);
   c.epoch_ring_size = ring;
+  c.advance_policy = policy;
   c.reserve_bytes = (size_t)1 << 30;
   c.max_alloc_size = (size_t)1 << 26;
   tslab_t* a = tslab_create(&c);
   REQUIRE(a != NULL);
   return a;
 }
+
+static tslab_t* make(uint32_t ring) { return make_policy(ring, TSLAB_ADVANCE_SKIP_OPEN); }
 
 /* Contract 1: a slab holds objects of one era only. Objects of different
  * eras never share a granule (slabs are whole granules). */
@@ -44,8 +47,9 @@ static void test_isolation(void) {
   tslab_destroy(a);
 }
 
+/* The seed's ring discipline: every advance takes the next slot. */
 static void test_eras(void) {
-  tslab_t* a = make(4);
+  tslab_t* a = make_policy(4, TSLAB_ADVANCE_NEXT_SLOT);
   tslab_epoch_t e1 = tslab_epoch_current(a);
   CHECK_EQ_U(e1, 1);
   CHECK_EQ_U(tslab_epoch_status(a, e1), TSLAB_OK);
@@ -119,6 +123,53 @@ static void test_eras(void) {
   tslab_destroy(a);
 }
 
+/* The default discipline: a long-lived era keeps its slot while short
+ * phases open and close around it; eras skip the open slots. */
+static void test_skip_open(void) {
+  tslab_t* a = make(4);
+  tslab_epoch_t forever = tslab_epoch_current(a);
+  char* p = tslab_alloc(a, 100, forever);
+  REQUIRE(p != NULL);
+  strcpy(p, "long-lived");
+  tslab_stats_global_t g;
+  tslab_epoch_t prev = forever;
+  for (int i = 0; i < 200; i++) {
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    CHECK(e > prev);
+    CHECK((e & 3) != (forever & 3));
+    prev = e;
+    void* q = tslab_alloc(a, 64, e);
+    CHECK(q != NULL);
+    CHECK(tslab_free(a, q));
+    CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  }
+  CHECK_EQ_U(tslab_epoch_status(a, forever), TSLAB_OK);
+  void* q = tslab_alloc(a, 64, forever);
+  CHECK(q != NULL);
+  CHECK(tslab_free(a, q));
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.epochs_forced_close_total, 0);
+  /* The ring lists the long-lived era first. */
+  tslab_stats_epoch_t eps[4];
+  size_t n = tslab_stats_epochs(a, eps, 4);
+  CHECK(n >= 2);
+  CHECK_EQ_U(eps[0].era, forever);
+  CHECK(eps[0].state == TSLAB_EPOCH_ACTIVE);
+  /* With every slot open, the next advance must force a close. */
+  tslab_epoch_t o[3];
+  for (int i = 0; i < 3; i++) o[i] = tslab_epoch_advance(a);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.epochs_forced_close_total, 0);
+  tslab_epoch_t next = tslab_epoch_advance(a);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.epochs_forced_close_total, 1);
+  CHECK(next == o[2] + 1);
+  CHECK(strcmp(p, "long-lived") == 0);
+  CHECK(tslab_free(a, p));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 static void test_labels_refcounts(void) {
   tslab_t* a = make(16);
   tslab_epoch_t e = tslab_epoch_current(a);
@@ -148,6 +199,7 @@ static void test_labels_refcounts(void) {
 int main(void) {
   test_isolation();
   test_eras();
+  test_skip_open();
   test_labels_refcounts();
   TEST_DONE();
 }
