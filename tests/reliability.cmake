@@ -3,3 +3,5 @@
 tslab_add_test(test_fault SOURCES test_fault.c LABELS reliability TIMEOUT 120)
 tslab_add_test(test_fork SOURCES test_fork.c LABELS reliability TIMEOUT 300)
 tslab_add_test(test_thread_churn SOURCES test_thread_churn.c LABELS reliability TIMEOUT 300)
+tslab_add_test(test_destroy SOURCES test_destroy.c LABELS reliability TIMEOUT 300)
+tslab_add_test(soak SOURCES soak.c LABELS soak TIMEOUT 120)

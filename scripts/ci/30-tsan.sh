@@ -2,5 +2,6 @@
 # The whole suite under ThreadSanitizer: zero reports allowed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+scripts/install-deps.sh clang libclang-rt-14-dev >/dev/null
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=66
 TSLAB_SANITIZE=thread CC=clang scripts/run-tests.sh build/ci-tsan
