@@ -259,7 +259,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
       tslab_busy_exit(tc);
       return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
     }
-    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_detached(a, s, idx);
+    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_closing(a, s, idx);
     if (ok) count_remote_free(a, tc, era, cls, size, active);
     tslab_busy_exit(tc);
   } else {
@@ -267,7 +267,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
      * the busy flag's part for the closer. */
     atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
     active = era_active(a, era);
-    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_detached(a, s, idx);
+    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_closing(a, s, idx);
     if (ok) count_remote_free(a, NULL, era, cls, size, false);
     atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
   }

@@ -147,8 +147,21 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   pthread_mutex_lock(&a->reg_mu);
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
   wait_quiescent(&a->cacheless_busy);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) tslab_tcache_detach_slot(a, tc, slot, era);
+  tslab_run_t* detached = NULL;
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) tslab_tcache_detach_slot(a, tc, slot, era, &detached);
+  /* Step 4b: frees that began after CLOSING may still be setting remote bits
+   * on these slabs; no slab is retired before their windows end. Such a free
+   * fences before reading the mode, so a plain fence suffices here. */
+  atomic_thread_fence(memory_order_seq_cst);
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
+  wait_quiescent(&a->cacheless_busy);
   pthread_mutex_unlock(&a->reg_mu);
+  while (detached) {
+    tslab_run_t* s = detached;
+    detached = s->bin_next;
+    s->bin_next = NULL;
+    tslab_slab_detach_finish(a, s, s->detach_delta);
+  }
   tslab_heap_release_era(a, era);
   es->rss_after_close = tslab_process_rss();
   es->released_at_close = atomic_load(&es->released_bytes) - released0;

@@ -108,6 +108,7 @@ struct tslab_run {
   uint8_t list;               /* owner only: enum tslab_bin_list */
   struct tslab_bin* bin;      /* owner only: the bin holding the slab */
   _Atomic int64_t live;       /* detached accounting */
+  int64_t detach_delta;       /* the closer's, between steps 4a and 4b */
   _Atomic uint64_t* alloc;    /* words bitmap words each */
   _Atomic uint64_t* remote;
   _Atomic(_Atomic uint16_t*) gens;
@@ -337,8 +338,9 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a);
 TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL bool tslab_slab_free_detached(tslab_t* a, tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL bool tslab_slab_free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx);
+TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta);
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
@@ -361,7 +363,8 @@ static inline bool tslab_slab_is_live(const tslab_run_t* s, uint32_t idx) {
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s);
-TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era);
+TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
+                                             tslab_run_t** detached);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a);

@@ -107,34 +107,35 @@ TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx) {
                           memory_order_relaxed);
 }
 
-/* Free of a slot whose era is closing or gone: the slab is detached or is
- * about to be (the closer's live count then includes this slot in `used`
- * and this decrement balances it). The free that brings live to zero
- * releases the slab. */
-TSLAB_INTERNAL bool tslab_slab_free_detached(tslab_t* a, tslab_run_t* s, uint32_t idx) {
-  uint32_t w = idx >> 6;
+/* The free of a detached slab's slot: clear the alloc bit; the free that
+ * brings live to zero releases the slab. */
+static bool detached_account(tslab_t* a, tslab_run_t* s, uint32_t idx) {
   uint64_t bit = 1ull << (idx & 63);
-  uint64_t old = atomic_fetch_and_explicit(&s->alloc[w], ~bit, memory_order_acq_rel);
+  uint64_t old = atomic_fetch_and_explicit(&s->alloc[idx >> 6], ~bit, memory_order_acq_rel);
   if (!(old & bit)) return false;
   tslab_slab_bump_gen(s, idx);
   if (atomic_fetch_sub_explicit(&s->live, 1, memory_order_acq_rel) == 1) tslab_slab_retire(a, s);
   return true;
 }
 
-/* Free of a slot by a thread that does not own the slab, while its era is
- * ACTIVE and the caller is in its busy window (so no closer detaches the
- * slab meanwhile). One atomic read-modify-write. After it the owner may
- * collect the free and retire the slab at any time, so only atomic fields
- * of the descriptor are read afterwards, never the bitmaps. */
-TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx) {
+/* Set the slot's remote bit: one atomic read-modify-write. */
+static bool set_remote(tslab_run_t* s, uint32_t idx) {
   uint32_t w = idx >> 6;
   uint64_t bit = 1ull << (idx & 63);
   if (!(atomic_load_explicit(&s->alloc[w], memory_order_relaxed) & bit) ||
       (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit))
     return false;
   tslab_slab_bump_gen(s, idx);
-  uint64_t old = atomic_fetch_or_explicit(&s->remote[w], bit, memory_order_seq_cst);
-  if (old & bit) return false;
+  return !(atomic_fetch_or_explicit(&s->remote[w], bit, memory_order_seq_cst) & bit);
+}
+
+/* Free of a slot by a thread that does not own the slab, while its era is
+ * ACTIVE and the caller is in its busy window (so no closer detaches the
+ * slab meanwhile). After the remote bit is set the owner may collect it and
+ * retire the slab at any time, so only atomic fields of the descriptor are
+ * read afterwards, never the bitmaps. */
+TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx) {
+  if (!set_remote(s, idx)) return false;
   if (atomic_load_explicit(&s->notify, memory_order_seq_cst) == TSLAB_NOTIFY_ARMED) {
     tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     if (owner) tslab_tcache_notify(owner, s);
@@ -142,11 +143,31 @@ TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx) {
   return true;
 }
 
-/* Closer, with the owner quiescent and its mutex held (section 6.1 step 4).
- * Remote frees that made it in before the close are collected here; later
- * frees take the detached path and balance `used` through `live`. */
-TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
-  atomic_store_explicit(&s->mode, TSLAB_DETACHED, memory_order_relaxed);
+/* Free of a slot whose era is closing or gone, in the caller's busy window.
+ * A detached slab is freed through its live count. A slab the closer has
+ * not detached yet gets a remote bit, which the closer collects; if the
+ * closer detached it meanwhile, whoever clears the bit accounts for the free
+ * (section 6.1). The closer retires no slab before every busy window that
+ * may still be here has ended, so the bitmaps stay valid. */
+TSLAB_INTERNAL bool tslab_slab_free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx) {
+  /* Make this window's busy flag visible before reading the mode: against
+   * the closer's mode store and second wait (section 6.1 step 4b). */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) return detached_account(a, s, idx);
+  if (!set_remote(s, idx)) return false;
+  if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) {
+    uint64_t bit = 1ull << (idx & 63);
+    if (atomic_fetch_and_explicit(&s->remote[idx >> 6], ~bit, memory_order_seq_cst) & bit)
+      detached_account(a, s, idx);
+  }
+  return true;
+}
+
+/* Closer, step 4a: with the owner quiescent and its mutex held, take the slab
+ * out of the owner's hands and collect the remote frees that made it in.
+ * Returns the live count the closer adds in step 4b. */
+TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
+  atomic_store_explicit(&s->mode, TSLAB_DETACHED, memory_order_seq_cst);
   atomic_store_explicit(&s->owner, NULL, memory_order_release);
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   s->list = TSLAB_LIST_NONE;
@@ -162,9 +183,12 @@ TSLAB_INTERNAL void tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
     invalid += (uint64_t)__builtin_popcountll(r & ~old);
   }
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
-  int64_t delta = (int64_t)s->used - collected;
-  if (atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta == 0)
-    tslab_slab_retire(a, s);
+  return (int64_t)s->used - collected;
+}
+
+/* Closer, step 4b, once no busy window can still see the slab attached. */
+TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta) {
+  if (atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta == 0) tslab_slab_retire(a, s);
 }
 
 /* Owner: ask for a notification on the next remote free. Returns true when

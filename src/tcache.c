@@ -239,17 +239,21 @@ done:
 
 /* ---- epoch close: detach a slot's slabs ---- */
 
-static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
+static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_run_t** detached) {
   while (s) {
     tslab_run_t* next = s->bin_next;
     notify_unlink_locked(tc, s);
-    tslab_slab_detach(a, s);
+    s->detach_delta = tslab_slab_detach(a, s);
+    s->bin_next = *detached;
+    *detached = s;
     s = next;
   }
 }
 
-/* Closer, with tc quiescent for `era` (section 6.1 step 4). */
-TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era) {
+/* Closer, with tc quiescent for `era` (section 6.1 step 4a): detach the
+ * slot's slabs onto the closer's list. */
+TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
+                                             tslab_run_t** detached) {
   pthread_mutex_lock(&tc->mu);
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
     tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
@@ -257,10 +261,10 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     if (bin->cur) {
       tslab_run_t* cur = bin->cur;
       cur->bin_next = NULL;
-      detach_list(a, tc, cur);
+      detach_list(a, tc, cur, detached);
     }
-    detach_list(a, tc, bin->ready);
-    detach_list(a, tc, bin->parked);
+    detach_list(a, tc, bin->ready, detached);
+    detach_list(a, tc, bin->parked, detached);
     tslab_epoch_fold_bin(a, tc, bin, c);
     bin->cur = bin->ready = bin->parked = NULL;
     bin->mask = 0;
