@@ -87,7 +87,13 @@ typedef enum tslab_release_policy {
   TSLAB_RELEASE_ON_CLOSE = 0,
   /* Every slab is released to the OS the moment it becomes empty. Lowest
    * RSS, more system calls. */
-  TSLAB_RELEASE_EAGER = 1
+  TSLAB_RELEASE_EAGER = 1,
+  /* For very short epochs (one per request): a close hands the epoch's empty
+   * slabs to the pool instead of the OS, so the next epoch reuses them
+   * without page faults. This relaxes the close guarantee: after a close the
+   * instance keeps at most pool_resident_max bytes of empty slabs resident
+   * (of this and every other epoch); the rest is released as usual. */
+  TSLAB_RELEASE_POOLED = 2
 } tslab_release_policy_t;
 
 /* Which ring slot a new era takes. */
@@ -268,17 +274,20 @@ typedef struct tslab_stats_global {
   uint64_t reserved_bytes;         /* virtual range reserved by the instance */
   uint64_t committed_bytes;        /* made readable/writable (high-water mark) */
   uint64_t resident_estimate_bytes;/* slab and span bytes not released to the OS */
-  uint64_t metadata_bytes;         /* out-of-band metadata in use */
+  uint64_t metadata_bytes;         /* out-of-band metadata in use: run descriptors, slab
+                                      bitmaps, and thread-cache bins that hold state */
   uint64_t live_objects;
   uint64_t live_bytes;             /* rounded to size classes */
   uint64_t requested_bytes_total;  /* sum of requested sizes ever allocated */
   uint64_t slabs_in_use;           /* formatted slabs and large spans */
   uint64_t slabs_empty;            /* empty slabs resident in the pool */
-  uint64_t slabs_released;         /* empty slabs released, kept as address space */
+  uint64_t slabs_released;         /* 16 KiB granules of the committed range not resident:
+                                      released to the OS (or not used yet) */
   uint64_t slabs_created_total;    /* slabs formatted */
   uint64_t slabs_recycled_total;   /* formats that reused a pooled slab */
   uint64_t release_calls_total;    /* madvise/decommit calls */
   uint64_t release_bytes_total;
+  uint64_t release_failures_total; /* release calls the OS refused (memory stays resident) */
   uint64_t allocations_total;
   uint64_t frees_total;
   uint64_t cross_thread_frees_total;

@@ -194,9 +194,7 @@ static void count_remote_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint
                               bool active) {
   if (active && tc) {
     tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-    if (atomic_load_explicit(&bin->era, memory_order_relaxed) == 0)
-      atomic_store_explicit(&bin->era, era, memory_order_relaxed);
-    TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == era);
+    tslab_bin_claim(a, tc, bin, era);
     tslab_bump(&bin->frees, 1);
     tslab_bump(&bin->xfrees, 1);
     return;

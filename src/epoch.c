@@ -156,13 +156,16 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
   wait_quiescent(&a->cacheless_busy);
   pthread_mutex_unlock(&a->reg_mu);
+  tslab_run_t* empty = NULL;
+  bool release = true;
   while (detached) {
     tslab_run_t* s = detached;
     detached = s->bin_next;
     s->bin_next = NULL;
-    tslab_slab_detach_finish(a, s, s->detach_delta);
+    tslab_slab_detach_finish(a, s, s->detach_delta, &empty, &release);
   }
-  tslab_heap_release_era(a, era);
+  if (empty) tslab_heap_retire_list(a, empty, release);
+  if (a->config.release_policy != TSLAB_RELEASE_POOLED) tslab_heap_release_era(a, era);
   es->rss_after_close = tslab_process_rss();
   es->released_at_close = atomic_load(&es->released_bytes) - released0;
   es->close_ns = tslab_now_ns() - t0;

@@ -243,7 +243,7 @@ static const field_t global_fields[] = {
       "Sum of the sizes ever requested by allocations."),
     G(slabs_in_use, K_U64, "tslab_slabs", "state=\"in_use\"", "gauge",
       "Slabs by state: in_use (formatted slabs and large spans), empty (resident in the pool), "
-      "released (returned to the OS, kept as address space)."),
+      "released (16 KiB granules of the committed range not resident)."),
     G(slabs_empty, K_U64, "tslab_slabs", "state=\"empty\"", "gauge", NULL),
     G(slabs_released, K_U64, "tslab_slabs", "state=\"released\"", "gauge", NULL),
     G(slabs_created_total, K_U64, "tslab_slabs_created_total", NULL, "counter", "Slabs formatted."),
@@ -253,6 +253,8 @@ static const field_t global_fields[] = {
       "System calls returning memory to the OS (madvise)."),
     G(release_bytes_total, K_U64, "tslab_released_bytes_total", NULL, "counter",
       "Bytes returned to the OS."),
+    G(release_failures_total, K_U64, "tslab_release_failures_total", NULL, "counter",
+      "Release calls the OS refused; the memory stayed resident."),
     G(allocations_total, K_U64, "tslab_allocations_total", NULL, "counter",
       "Successful allocations."),
     G(frees_total, K_U64, "tslab_frees_total", NULL, "counter", "Successful frees."),

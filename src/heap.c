@@ -5,6 +5,7 @@
  * generation arrays live (docs/ARCHITECTURE.md section 4). All of it is
  * guarded by heap->mu; madvise runs outside the mutex. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -193,9 +194,10 @@ static void dirty_account(tslab_t* a, tslab_run_t* r, int sign) {
 static void dirty_link(tslab_t* a, tslab_run_t* r) {
   tslab_heap_t* h = &a->heap;
   r->heap_prev = NULL;
-  r->heap_next = h->dirty[r->granules];
+  uint32_t b = bin_of(r->granules);
+  r->heap_next = h->dirty[b];
   if (r->heap_next) r->heap_next->heap_prev = r;
-  h->dirty[r->granules] = r;
+  h->dirty[b] = r;
   r->lru_next = NULL;
   r->lru_prev = h->lru_tail;
   if (h->lru_tail)
@@ -213,7 +215,7 @@ static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
   if (r->heap_prev)
     r->heap_prev->heap_next = r->heap_next;
   else
-    h->dirty[r->granules] = r->heap_next;
+    h->dirty[bin_of(r->granules)] = r->heap_next;
   if (r->heap_next) r->heap_next->heap_prev = r->heap_prev;
   if (r->lru_prev)
     r->lru_prev->lru_next = r->lru_next;
@@ -230,30 +232,66 @@ static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
 
 /* ---- releasing ---- */
 
-/* Release a chain of runs (linked through heap_next, already marked
- * RELEASING and out of every list) with the mutex dropped, then insert them
- * as clean runs. Called and returns with the mutex held. */
-static void release_chain(tslab_t* a, tslab_run_t* chain) {
-  if (!chain) return;
-  pthread_mutex_unlock(&a->heap.mu);
-  for (tslab_run_t* r = chain; r; r = r->heap_next) {
-    size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-    /* A failed release leaves the pages resident but the run reusable. */
-    if (tslab_os_release(r->start, bytes)) {
+static int by_address(const void* x, const void* y) {
+  const tslab_run_t* a = *(const tslab_run_t* const*)x;
+  const tslab_run_t* b = *(const tslab_run_t* const*)y;
+  return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* madvise a batch of runs sorted by address, one call per contiguous range
+ * (the slabs of one epoch are often neighbours); ok[i] tells each run's
+ * fate. Called without the mutex. */
+static void release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
+  qsort(runs, n, sizeof *runs, by_address);
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    uint8_t* end = runs[i]->start + ((size_t)runs[i]->granules << TSLAB_GRANULE_SHIFT);
+    while (j < n && runs[j]->start == end) {
+      end += (size_t)runs[j]->granules << TSLAB_GRANULE_SHIFT;
+      j++;
+    }
+    size_t bytes = (size_t)(end - runs[i]->start);
+    bool done = tslab_os_release(runs[i]->start, bytes);
+    if (done) {
       atomic_fetch_add_explicit(&a->release_calls, 1, memory_order_relaxed);
       atomic_fetch_add_explicit(&a->release_bytes, bytes, memory_order_relaxed);
       atomic_fetch_sub_explicit(&a->resident_bytes, bytes, memory_order_relaxed);
+    } else {
+      atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
+    }
+    for (; i < j; i++) {
+      ok[i] = done;
+      tslab_run_t* r = runs[i];
       tslab_epoch_slot_t* es = era_slot(a, r->last_era);
-      if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) == r->last_era)
-        atomic_fetch_add_explicit(&es->released_bytes, bytes, memory_order_relaxed);
+      if (done && TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) == r->last_era)
+        atomic_fetch_add_explicit(&es->released_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT,
+                                  memory_order_relaxed);
     }
   }
-  pthread_mutex_lock(&a->heap.mu);
+}
+
+/* Release a chain of runs (linked through heap_next, already marked
+ * RELEASING and out of every list) with the mutex dropped, then insert them
+ * as clean runs; a run the OS refused to release stays resident as a dirty
+ * run, to be tried again when the pool is trimmed. Called and returns with
+ * the mutex held. */
+static void release_chain(tslab_t* a, tslab_run_t* chain) {
+  enum { BATCH = 64 };
   while (chain) {
-    tslab_run_t* next = chain->heap_next;
-    chain->heap_next = NULL;
-    clean_insert(a, chain);
-    chain = next;
+    tslab_run_t* runs[BATCH];
+    bool ok[BATCH];
+    size_t n = 0;
+    for (; chain && n < BATCH; chain = chain->heap_next) runs[n++] = chain;
+    pthread_mutex_unlock(&a->heap.mu);
+    release_batch(a, runs, n, ok);
+    pthread_mutex_lock(&a->heap.mu);
+    for (size_t i = 0; i < n; i++) {
+      runs[i]->heap_next = NULL;
+      if (ok[i])
+        clean_insert(a, runs[i]);
+      else
+        dirty_link(a, runs[i]);
+    }
   }
 }
 
@@ -361,8 +399,9 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t n, size_t align)
   if (n == 0 || n > UINT32_MAX || n > a->ngranules) return NULL;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* r = NULL;
-  if (align == 1 && n <= TSLAB_SLAB_MAX_GRANULES && h->dirty[n]) {
-    r = h->dirty[n];
+  /* Dirty bins up to TSLAB_HEAP_EXACT hold runs of exactly one length. */
+  if (align == 1 && n <= TSLAB_HEAP_EXACT && h->dirty[n - 1]) {
+    r = h->dirty[n - 1];
     dirty_unlink(a, r);
     atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
     run_free_meta(a, r);
@@ -402,25 +441,34 @@ TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t word
   return true;
 }
 
-/* Take back a run that is no longer in use. With release (or when the run
- * cannot stay in the dirty pool) its memory goes back to the OS now. */
-TSLAB_INTERNAL void tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release) {
+/* Take back a list of runs no longer in use (linked through heap_next). With
+ * release (or when a run cannot stay in the dirty pool) their memory goes back
+ * to the OS now, in as few calls as their addresses allow. */
+TSLAB_INTERNAL void tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release) {
   tslab_heap_t* h = &a->heap;
-  uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
   pthread_mutex_lock(&h->mu);
-  run_free_meta(a, r);
-  r->last_era = era;
-  r->fmt_gen++;
   tslab_run_t* chain = NULL;
-  if (!release && a->config.release_policy == TSLAB_RELEASE_ON_CLOSE &&
-      r->granules <= TSLAB_SLAB_MAX_GRANULES && a->config.pool_resident_max > 0) {
-    dirty_link(a, r);
-  } else {
-    mark_releasing(r, &chain);
+  while (list) {
+    tslab_run_t* r = list;
+    list = r->heap_next;
+    r->heap_next = NULL;
+    run_free_meta(a, r);
+    r->last_era = atomic_load_explicit(&r->era, memory_order_relaxed);
+    r->fmt_gen++;
+    if (!release && a->config.release_policy != TSLAB_RELEASE_EAGER && r->granules <= TSLAB_SLAB_MAX_GRANULES &&
+        a->config.pool_resident_max > 0)
+      dirty_link(a, r);
+    else
+      mark_releasing(r, &chain);
   }
   chain = evict_over_budget(a, chain);
   release_chain(a, chain);
   pthread_mutex_unlock(&h->mu);
+}
+
+TSLAB_INTERNAL void tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release) {
+  r->heap_next = NULL;
+  tslab_heap_retire_list(a, r, release);
 }
 
 /* Release every dirty run that last served `era` (epoch close). */

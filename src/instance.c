@@ -29,7 +29,8 @@ static bool config_valid(const tslab_config_t* c) {
   if (c->max_alloc_size == 0 || c->max_alloc_size > c->reserve_bytes / 2) return false;
   if (c->advance_policy != TSLAB_ADVANCE_SKIP_OPEN && c->advance_policy != TSLAB_ADVANCE_NEXT_SLOT)
     return false;
-  return c->release_policy == TSLAB_RELEASE_ON_CLOSE || c->release_policy == TSLAB_RELEASE_EAGER;
+  return c->release_policy == TSLAB_RELEASE_ON_CLOSE || c->release_policy == TSLAB_RELEASE_EAGER ||
+         c->release_policy == TSLAB_RELEASE_POOLED;
 }
 
 static void unmap_all(tslab_t* a) {

@@ -166,6 +166,10 @@ struct tslab_tcache {
   tslab_tcache_t* reg_next;   /* registry mutex */
   tslab_tcache_t* abandoned_next;
   size_t bytes;               /* size of this mapping */
+  /* Per ring slot, the classes whose bins count for the slot's era: the
+   * owner sets bits when a bin takes an era; the closer (owner quiescent)
+   * visits and clears only those. Lives after the bins in the mapping. */
+  uint64_t (*slot_classes)[2];
   /* This thread's counts of closed eras, folded in by closers (atomic add,
    * closers are serialised by the epoch mutex; the owner only reads). */
   _Atomic uint64_t folded_allocs, folded_frees, folded_xfrees, folded_slow;
@@ -219,7 +223,7 @@ typedef struct tslab_heap {
   pthread_mutex_t mu;
   tslab_run_t* clean[TSLAB_HEAP_BINS];
   uint64_t clean_mask[2];
-  tslab_run_t* dirty[TSLAB_SLAB_MAX_GRANULES + 1]; /* exact lengths, newest first */
+  tslab_run_t* dirty[TSLAB_HEAP_BINS]; /* by bin_of(length), newest first */
   tslab_run_t* lru_head;              /* dirty runs, oldest first */
   tslab_run_t* lru_tail;
   size_t dirty_bytes;
@@ -274,7 +278,7 @@ struct tslab {
   /* Frees by threads without a cache: the closer waits for this to be 0
    * like for a cache's busy flag (read-modify-writes give the fence). */
   _Atomic uint64_t cacheless_busy;
-  _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes;
+  _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
   _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced;
   _Atomic uint64_t resident_bytes;    /* runs handed out or dirty, not released */
@@ -318,6 +322,7 @@ static inline void tslab_light_fence(void) {
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a);
 TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t granules, size_t align_granules);
 TSLAB_INTERNAL void tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release);
+TSLAB_INTERNAL void tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release);
 TSLAB_INTERNAL void tslab_heap_release_era(tslab_t* a, uint64_t era);
 TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words);
 TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity);
@@ -340,7 +345,8 @@ TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL bool tslab_slab_free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx);
 TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s);
-TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta);
+TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta, tslab_run_t** empty,
+                                             bool* release);
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
@@ -404,6 +410,15 @@ static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
+}
+
+/* Owner, in its busy window with `era` active: the bin starts counting for
+ * `era` (it held nothing of an older one: closes reset bins). */
+static inline void tslab_bin_claim(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
+  if (likely(atomic_load_explicit(&bin->era, memory_order_relaxed) == era)) return;
+  TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == 0);
+  atomic_store_explicit(&bin->era, era, memory_order_relaxed);
+  tc->slot_classes[era & a->ring_mask][bin->cls >> 6] |= 1ull << (bin->cls & 63);
 }
 
 static inline void tslab_busy_enter(tslab_tcache_t* tc) {

@@ -111,12 +111,32 @@ TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* /proc/self/statm stays open: epoch close reads RSS twice, and opening the
+ * file costs more than reading it. The pid tells a forked child to reopen
+ * (the descriptor names the parent's process). */
+static _Atomic int statm_fd = -1;
+static _Atomic pid_t statm_pid;
+
+static int statm(void) {
+  pid_t pid = getpid();
+  int fd = atomic_load_explicit(&statm_fd, memory_order_acquire);
+  if (fd >= 0 && atomic_load_explicit(&statm_pid, memory_order_relaxed) == pid) return fd;
+  int nfd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (nfd < 0) return -1;
+  if (atomic_compare_exchange_strong(&statm_fd, &fd, nfd)) {
+    atomic_store(&statm_pid, pid);
+    if (fd >= 0) close(fd); /* this process's copy of the parent's */
+    return nfd;
+  }
+  close(nfd);
+  return fd;
+}
+
 TSLAB_API uint64_t tslab_process_rss(void) {
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  int fd = statm();
   if (fd < 0) return 0;
   char buf[128];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
   if (n <= 0) return 0;
   buf[n] = 0;
   unsigned long long size = 0, resident = 0;

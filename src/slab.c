@@ -59,21 +59,26 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   return s;
 }
 
-/* Hand a slab no longer in use back to the heap. A slab of an era that is no
- * longer active is released to the OS at once (contract line 3). */
-TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s) {
+/* A slab leaves use: its era's and class's slab counts drop. Returns
+ * whether the slab's memory goes back to the OS now: a slab of an era that
+ * is no longer active is released at once (contract line 3), unless the
+ * instance pools them. */
+static bool slab_unaccount(tslab_t* a, tslab_run_t* s) {
   uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
   tslab_epoch_slot_t* es = slot_of_era(a, era);
   uint64_t st = atomic_load_explicit(&es->state, memory_order_acquire);
-  bool active = st == TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE);
   if (TSLAB_STATE_ERA(st) == era) {
     atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&es->slab_bytes, (size_t)s->granules << TSLAB_GRANULE_SHIFT,
                               memory_order_relaxed);
   }
-  if (atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB)
-    atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
-  tslab_heap_retire(a, s, !active);
+  atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+  return st != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) && a->config.release_policy != TSLAB_RELEASE_POOLED;
+}
+
+/* Hand a slab no longer in use back to the heap. */
+TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s) {
+  tslab_heap_retire(a, s, slab_unaccount(a, s));
 }
 
 /* Owner: fold the slab's remote frees into its alloc bitmap. */
@@ -186,9 +191,15 @@ TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
   return (int64_t)s->used - collected;
 }
 
-/* Closer, step 4b, once no busy window can still see the slab attached. */
-TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta) {
-  if (atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta == 0) tslab_slab_retire(a, s);
+/* Closer, step 4b, once no busy window can still see the slab attached:
+ * hand over the live count. A slab that is empty goes on the closer's list,
+ * released in one batch (neighbouring slabs in one call). */
+TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta, tslab_run_t** empty,
+                                             bool* release) {
+  if (atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta != 0) return;
+  *release = slab_unaccount(a, s);
+  s->heap_next = *empty;
+  *empty = s;
 }
 
 /* Owner: ask for a notification on the next remote free. Returns true when

@@ -13,6 +13,7 @@ static uint64_t ld(_Atomic uint64_t* p) { return atomic_load_explicit(p, memory_
 typedef struct class_totals {
   uint64_t allocs[TSLAB_CLASSES], frees[TSLAB_CLASSES], xfrees[TSLAB_CLASSES], slow[TSLAB_CLASSES];
   uint64_t requested;
+  uint64_t bins_in_use; /* bins counting for an era */
 } class_totals_t;
 
 /* Per-class totals over every cache and the instance. */
@@ -34,6 +35,7 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
         t->xfrees[c] += ld(&b->xfrees);
         t->slow[c] += ld(&b->slow);
         t->requested += ld(&b->requested);
+        t->bins_in_use += ld(&b->era) != 0;
       }
     }
   }
@@ -73,19 +75,21 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   uint64_t clean = 0;
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++)
     for (tslab_run_t* r = a->heap.clean[b]; r; r = r->heap_next) clean += r->granules;
-  out->slabs_released = clean;
+  /* Above the top of the used range everything committed was released. */
+  out->slabs_released = clean + (a->heap.committed >> TSLAB_GRANULE_SHIFT) - a->heap.top;
   out->committed_bytes = a->heap.committed + a->heap.meta_committed;
   pthread_mutex_unlock(&a->heap.mu);
 
   out->rss_bytes = tslab_process_rss();
   out->reserved_bytes = a->reserve + a->meta_reserve;
   out->resident_estimate_bytes = ld(&a->resident_bytes);
-  out->metadata_bytes = ld(&a->meta_bytes) + ld(&a->ncaches) * (sizeof(tslab_tcache_t) +
-                        (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t));
+  out->metadata_bytes = ld(&a->meta_bytes) + t.bins_in_use * sizeof(tslab_bin_t) +
+                        ld(&a->ncaches) * sizeof(tslab_tcache_t);
   out->slabs_created_total = ld(&a->slabs_created);
   out->slabs_recycled_total = ld(&a->slabs_recycled);
   out->release_calls_total = ld(&a->release_calls);
   out->release_bytes_total = ld(&a->release_bytes);
+  out->release_failures_total = ld(&a->release_failures);
   out->invalid_frees_total = ld(&a->invalid_frees);
   out->alloc_fail_closed_total = ld(&a->fail_closed);
   out->alloc_fail_stale_total = ld(&a->fail_stale);

@@ -207,10 +207,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
   tslab_bump(&bin->slow, 1);
-  if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) {
-    TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == 0);
-    atomic_store_explicit(&bin->era, era, memory_order_relaxed);
-  }
+  tslab_bin_claim(a, tc, bin, era);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(bin->cur, a) > 0 && take_word(bin)) goto done;
   drain_notifications(a, tc);
@@ -255,20 +252,25 @@ static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_ru
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
                                              tslab_run_t** detached) {
   pthread_mutex_lock(&tc->mu);
-  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-    tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
-    if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
-    if (bin->cur) {
-      tslab_run_t* cur = bin->cur;
-      cur->bin_next = NULL;
-      detach_list(a, tc, cur, detached);
+  uint64_t* used = tc->slot_classes[slot];
+  for (uint32_t word = 0; word < 2; word++) {
+    for (uint64_t m = used[word]; m; m &= m - 1) {
+      uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+      if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
+      if (bin->cur) {
+        tslab_run_t* cur = bin->cur;
+        cur->bin_next = NULL;
+        detach_list(a, tc, cur, detached);
+      }
+      detach_list(a, tc, bin->ready, detached);
+      detach_list(a, tc, bin->parked, detached);
+      tslab_epoch_fold_bin(a, tc, bin, c);
+      bin->cur = bin->ready = bin->parked = NULL;
+      bin->mask = 0;
+      atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
     }
-    detach_list(a, tc, bin->ready, detached);
-    detach_list(a, tc, bin->parked, detached);
-    tslab_epoch_fold_bin(a, tc, bin, c);
-    bin->cur = bin->ready = bin->parked = NULL;
-    bin->mask = 0;
-    atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
+    used[word] = 0;
   }
   pthread_mutex_unlock(&tc->mu);
 }
@@ -280,7 +282,8 @@ static void thread_exit(void* arg);
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static size_t tcache_bytes(tslab_t* a) {
-  return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t);
+  return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t) +
+         (size_t)a->ring_size * sizeof(uint64_t[2]);
 }
 
 static tslab_tcache_t* tcache_acquire(tslab_t* a) {
@@ -295,6 +298,7 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     if (tc) {
       tc->bytes = bytes;
       tc->inst = a;
+      tc->slot_classes = (uint64_t(*)[2])(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         for (uint32_t slot = 0; slot < a->ring_size; slot++) {
           tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
@@ -471,14 +475,15 @@ TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a) {
     if (bad++ == 0 && report && cap) snprintf(report, cap, __VA_ARGS__); \
   } while (0)
 
-static size_t check_list(tslab_tcache_t* tc, tslab_run_t* s, uint8_t which, uint64_t era,
-                         uint32_t cls, char* report, size_t cap) {
+static size_t check_list(tslab_tcache_t* tc, tslab_run_t* s, uint8_t which, uint64_t era, uint32_t cls,
+                         char* report, size_t cap) {
   size_t bad = 0;
   for (; s; s = s->bin_next) {
     if (s->list != which) REPORT("slab %p is in list %d but says %d", (void*)s->start, which, s->list);
     if (atomic_load(&s->owner) != tc) REPORT("slab %p in a bin is owned by another cache", (void*)s->start);
     if (atomic_load(&s->era) != era || s->cls != cls) REPORT("slab %p is in the wrong bin", (void*)s->start);
-    if (atomic_load(&s->kind) != TSLAB_RUN_SLAB) REPORT("bin holds a run of kind %d", (int)atomic_load(&s->kind));
+    if (atomic_load(&s->kind) != TSLAB_RUN_SLAB)
+      REPORT("bin holds a run of kind %d", (int)atomic_load(&s->kind));
     if (which == TSLAB_LIST_CUR) break;
   }
   return bad;
