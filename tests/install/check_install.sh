@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install the project into a scratch prefix and build a user program against
+# it twice: with find_package(tslab) and with pkg-config.
+# Usage: check_install.sh SOURCE_DIR SCRATCH_DIR
+set -euo pipefail
+src=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DTSLAB_BUILD_TESTS=OFF \
+  -DTSLAB_BUILD_BENCH=OFF -DTSLAB_BUILD_EXAMPLES=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" >/dev/null
+cmake --build "$work/build" -j2 >/dev/null
+cmake --install "$work/build" >/dev/null
+prefix="$work/prefix"
+libdir=$(dirname "$(find "$prefix" -name tslab.pc)")
+
+# find_package
+cmake -S "$src/tests/install" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/consumer" >/dev/null
+LD_LIBRARY_PATH="$prefix/lib:$(dirname "$libdir")" "$work/consumer/consumer_shared"
+"$work/consumer/consumer_static"
+
+# pkg-config
+export PKG_CONFIG_PATH="$libdir"
+cc -std=c11 $(pkg-config --cflags tslab) "$src/tests/install/consumer.c" \
+  $(pkg-config --libs tslab) -o "$work/consumer_pc"
+LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer_pc"
+
+# Exported: the functions declared in include/tslab.h, and the seed's
+# compatibility names; nothing internal.
+nm -D --defined-only "$(dirname "$libdir")/libtslab.so" | awk '{print $3}' | sort > "$work/exports"
+grep -o 'tslab_[a-z_]*(' "$src/include/tslab.h" | tr -d '(' | sort -u > "$work/declared"
+if grep -E '^tslab_' "$work/exports" | grep -v -x -f "$work/declared"; then
+  echo "exported tslab_ symbols above are not declared in include/tslab.h"
+  exit 1
+fi
+if grep -v -E '^tslab_' "$work/exports" | grep -v -x -f "$src/tests/install/compat_exports.txt"; then
+  echo "unexpected exported symbols above"
+  exit 1
+fi
+echo "install ok"
