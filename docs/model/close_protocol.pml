@@ -11,13 +11,13 @@
  *            busy == 0, detach the slab (or release it from the page heap).
  *
  * Memory model. Shared words are sequentially consistent except the one
- * reordering the protocol is about: the owner's relaxed store to `busy` sits
- * in a store buffer (one entry, drained by the `drain` process at any time),
- * so the fast path's later load of the epoch state can complete before the
- * store is visible: the store-buffering pattern against the closer's CLOSING
- * store and busy load. membarrier() drains every thread's buffer at one
- * point of the closer (a full barrier on each running thread, a context
- * switch on the others). The owner's other writes are visible at once; they
+ * reordering the protocol is about: a thread's relaxed store to its cache's
+ * `busy` flag sits in a store buffer (one entry per thread, drained by the
+ * `drain` process at any time), so the thread's later load of the epoch
+ * state can complete before the store is visible: the store-buffering
+ * pattern against the closer's CLOSING store and busy load. membarrier()
+ * drains every thread's buffer at one point of the closer (a full barrier on
+ * each running thread, a context switch on the others). The owner's other writes are visible at once; they
  * are ordered after the busy store only by its state check, which is the
  * point of the protocol. Non-atomic read-modify-writes of the owner (the
  * plain stores on alloc[] and used) are split into a load and a store, so a
@@ -31,6 +31,16 @@
  *                     fence after its busy store instead (must pass)
  *   -DSTRICT_RELEASE  also assert that nobody touches slab metadata after the
  *                     slab is released (fails: see docs/TESTING.md)
+ *   -DFREE_IN_WINDOW  the free path of src/alloc.c since the core moved
+ *                     non-owner frees into the freer's busy window: the
+ *                     era's state, not the slab's mode, picks the attached
+ *                     (fetch_or on remote[], no re-check) or the detached
+ *                     (fetch_and on alloc[], live--) protocol. Fails: a
+ *                     detached free between CLOSING and detach races the
+ *                     owner's plain store on alloc[] (docs/TESTING.md)
+ *   -DFIX_BY_MODE     with FREE_IN_WINDOW: a free that does not read ACTIVE
+ *                     takes the protocol of section 3.1 keyed on `mode`
+ *                     (must pass)
  *
  * Ghost state: holder[i] says who holds slot i's object (the user's view),
  * pending[i] is set from the moment a free takes effect for the user until
@@ -67,10 +77,11 @@ bit released;         /* madvise'd */
 
 byte state = ACTIVE;  /* ring[slot(e)].state */
 
-/* the owner cache's busy flag, as seen by others, and its store buffer */
-bit busy;
-bit sb_full;
-bit sb_val;
+/* each thread's cache busy flag, as seen by others, and its store buffer
+ * (index 0: the owner's cache, 1: the other thread's) */
+bit busy[2];
+bit sb_full[2];
+bit sb_val[2];
 
 /* ghosts */
 byte holder[NSLOTS];
@@ -97,25 +108,26 @@ bit owner_done, remote_done, close_started, close_done;
 
 /* ---- the busy window (section 5) ---------------------------------------- */
 
-inline flush_store_buffer() {
-  atomic { if :: sb_full -> busy = sb_val; sb_full = 0 :: else -> skip fi }
+inline flush_store_buffer(t) {
+  atomic { if :: sb_full[t] -> busy[t] = sb_val[t]; sb_full[t] = 0 :: else -> skip fi }
 }
 
-inline busy_enter() {
-  atomic { sb_full == 0 -> sb_val = 1; sb_full = 1 }
+inline busy_enter(t) {
+  atomic { sb_full[t] == 0 -> sb_val[t] = 1; sb_full[t] = 1 }
 #ifdef FENCE_FALLBACK
-  flush_store_buffer();
+  flush_store_buffer(t);
 #endif
 }
 
-inline busy_leave() {
-  atomic { sb_full == 0 -> sb_val = 0; sb_full = 1 }
+inline busy_leave(t) {
+  atomic { sb_full[t] == 0 -> sb_val[t] = 0; sb_full[t] = 1 }
 }
 
 active proctype drain() {
 end:
   do
-  :: atomic { sb_full -> busy = sb_val; sb_full = 0 }
+  :: atomic { sb_full[0] -> busy[0] = sb_val[0]; sb_full[0] = 0 }
+  :: atomic { sb_full[1] -> busy[1] = sb_val[1]; sb_full[1] = 0 }
   od
 }
 
@@ -144,7 +156,19 @@ inline release_slab() {
   }
 }
 
-/* A free the owner path could not take. r is scratch. */
+/* A free by a thread whose slab is detached, or (FREE_IN_WINDOW) whose era
+ * is not ACTIVE. */
+inline detached_free(i, old) {
+  atomic {                                           /* clearing the bit accounts for it */
+    old = alloc_bits; alloc_bits = alloc_bits & ~BIT(i);
+    assert(old & BIT(i));
+    account(i)
+  }
+  atomic { old = live; live = live - 1 }
+  if :: old == 1 -> release_slab() :: else -> skip fi
+}
+
+/* A free the owner path could not take (docs/ARCHITECTURE.md 3.1). */
 inline remote_free(i, m, old) {
   TOUCH();
   m = mode;
@@ -160,24 +184,33 @@ inline remote_free(i, m, old) {
         TOUCH();
         atomic { old = remote_bits; remote_bits = remote_bits & ~BIT(i) }
         if
-        :: old & BIT(i) ->                           /* took it back: ours to account */
-           atomic { old = alloc_bits; alloc_bits = alloc_bits & ~BIT(i) }
-           assert(old & BIT(i));
-           account(i);
-           atomic { old = live; live = live - 1 }
-           if :: old == 1 -> release_slab() :: else -> skip fi
+        :: old & BIT(i) -> detached_free(i, old)     /* took it back: ours to account */
         :: else -> skip                              /* the owner or the closer took it */
         fi
      :: else -> skip
      fi
-  :: else ->                                         /* detached free */
-     atomic { old = alloc_bits; alloc_bits = alloc_bits & ~BIT(i) }
-     assert(old & BIT(i));
-     account(i);
-     atomic { old = live; live = live - 1 }
-     if :: old == 1 -> release_slab() :: else -> skip fi
+  :: else -> detached_free(i, old)
   fi
 }
+
+#ifdef FREE_IN_WINDOW
+/* src/alloc.c free_general: inside the freer's busy window, st read there.
+ * With ACTIVE read in a busy window the closer cannot detach before the
+ * fetch_or (it waits for the window), so no re-check is needed. */
+inline window_free(st, i, m, old) {
+  if
+  :: st == ACTIVE ->
+     assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));
+     atomic { old = remote_bits; remote_bits = remote_bits | BIT(i) }
+     assert(!(old & BIT(i)))
+#ifdef FIX_BY_MODE
+  :: else -> remote_free(i, m, old)                  /* proposed fix: mode decides */
+#else
+  :: else -> detached_free(i, old)
+#endif
+  fi
+}
+#endif
 
 /* Owner-private collection of remote frees (inside the busy window). */
 inline collect(r, tmp) {
@@ -195,7 +228,7 @@ inline owner_path_ok() {
 /* ---- the owner thread (and the thread that adopts its cache) ------------- */
 
 inline owner_alloc(st, i, r, tmp) {
-  busy_enter();
+  busy_enter(0);
   st = state;
   if
   :: st == ACTIVE && in_cache ->
@@ -214,12 +247,12 @@ inline owner_alloc(st, i, r, tmp) {
      fi
   :: else -> skip                                    /* rejected: EPOCH_CLOSED, or no slab */
   fi;
-  busy_leave()
+  busy_leave(0)
 }
 
 inline owner_free(i, st, own, m, old, tmp) {
   atomic { holder[i] = NONE; pending[i] = 1; inflight++ }
-  busy_enter();
+  busy_enter(0);
   st = state;
   own = owned;
   if
@@ -230,10 +263,15 @@ inline owner_free(i, st, own, m, old, tmp) {
      alloc_bits = tmp & ~BIT(i);
      used--;
      account(i);
-     busy_leave()
+     busy_leave(0)
   :: else ->
-     busy_leave();
+#ifdef FREE_IN_WINDOW
+     window_free(st, i, m, old);
+     busy_leave(0)
+#else
+     busy_leave(0);
      remote_free(i, m, old)
+#endif
   fi;
   inflight--
 }
@@ -241,7 +279,7 @@ inline owner_free(i, st, own, m, old, tmp) {
 /* Thread exit: flush (collect, retire the empty slab), abandon the cache,
  * hand the thread's objects to the rest of the program. */
 inline owner_exit(st, r, tmp) {
-  busy_enter();
+  busy_enter(0);
   st = state;
   if
   :: st == ACTIVE && in_cache ->
@@ -253,7 +291,7 @@ inline owner_exit(st, r, tmp) {
      fi
   :: else -> skip
   fi;
-  busy_leave();
+  busy_leave(0);
   atomic {
     if :: holder[0] == T0 -> holder[0] = T1 :: else -> skip fi;
     if :: holder[1] == T0 -> holder[1] = T1 :: else -> skip fi;
@@ -292,17 +330,31 @@ active proctype owner() {
 
 /* ---- another thread: cross-thread frees ---------------------------------- */
 
+/* The other thread's free: its own cache never owns the slab. */
+inline other_free(i, st, m, old) {
+  busy_enter(1);
+  st = state;
+#ifdef FREE_IN_WINDOW
+  window_free(st, i, m, old);
+  busy_leave(1)
+#else
+  busy_leave(1);
+  remote_free(i, m, old)
+#endif
+}
+
 active proctype remote() {
+  byte st;
   short old;
   bit m;
   do
   :: atomic { holder[0] == T1 -> holder[0] = NONE; pending[0] = 1; inflight++ };
-     remote_free(0, m, old); inflight--
+     other_free(0, st, m, old); inflight--
   :: atomic { holder[1] == T1 -> holder[1] = NONE; pending[1] = 1; inflight++ };
-     remote_free(1, m, old); inflight--
+     other_free(1, st, m, old); inflight--
 #if NSLOTS == 3
   :: atomic { holder[2] == T1 -> holder[2] = NONE; pending[2] = 1; inflight++ };
-     remote_free(2, m, old); inflight--
+     other_free(2, st, m, old); inflight--
 #endif
   :: owner_done && !HELD_BY(T1) -> break
   od;
@@ -317,9 +369,10 @@ active proctype closer() {
   close_started = 1;
   state = CLOSING;                                   /* step 1, seq_cst */
 #ifndef NO_MEMBARRIER
-  flush_store_buffer();                              /* step 2: membarrier */
+  atomic { flush_store_buffer(0); flush_store_buffer(1) } /* step 2: membarrier */
 #endif
-  busy == 0;                                         /* step 3: wait (acquire) */
+  busy[0] == 0;                                      /* step 3: wait (acquire) */
+  busy[1] == 0;
   if                                                 /* step 4: detach */
   :: in_cache ->
      TOUCH();
@@ -350,10 +403,10 @@ active proctype closer() {
 
 active proctype final() {
   atomic {
-    (owner_done && remote_done && close_done && !sb_full) ->
+    (owner_done && remote_done && close_done && !sb_full[0] && !sb_full[1]) ->
     assert(!ANY_PENDING);
     assert(alloc_bits == 0 && remote_bits == 0 && live == 0);
-    assert(released && !in_cache && busy == 0)
+    assert(released && !in_cache && busy[0] == 0 && busy[1] == 0)
   }
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Model check of the epoch close protocol (docs/model/close_protocol.pml):
-# exhaustive safety with 2 and 3 slots, the seq_cst-fence fallback, close
-# termination under weak fairness, and a check that the model does catch the
-# bug of a close without membarrier. TSLAB_MODEL_FULL=1 runs the larger
+# exhaustive safety with 2 and 3 slots, the seq_cst-fence fallback, frees
+# inside the freer's busy window, close termination under weak fairness, and
+# checks that the model does catch two bugs: a close without membarrier, and
+# detached frees chosen by the era's state before the slab is detached. TSLAB_MODEL_FULL=1 runs the larger
 # bounds (about three times longer) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,4 +55,6 @@ run "safety, 2 slots" pass "" "-DSAFETY -DNOCLAIM" ""
 run "safety, 3 slots, $small ops" pass "-DNSLOTS=3 -DMAXOPS=$small" "-DSAFETY -DNOCLAIM -DCOLLAPSE" ""
 run "safety, fence fallback" pass "-DNO_MEMBARRIER -DFENCE_FALLBACK" "-DSAFETY -DNOCLAIM" ""
 run "close terminates (weak fairness), $small ops" pass "-DMAXOPS=$small" "-DCOLLAPSE" "-a -f"
+run "frees in the busy window, keyed on mode" pass "-DFREE_IN_WINDOW -DFIX_BY_MODE" "-DSAFETY -DNOCLAIM" ""
 run "bug: close without membarrier" fail "-DNO_MEMBARRIER" "-DSAFETY -DNOCLAIM" ""
+run "bug: detached frees keyed on the era state" fail "-DFREE_IN_WINDOW" "-DSAFETY -DNOCLAIM" ""
