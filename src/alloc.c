@@ -128,9 +128,8 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
  * fast path needs no stack frame. */
 TSLAB_API void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
   if (likely(a != NULL && size - 1 < TSLAB_SMALL_MAX)) {
-    tslab_tls_entry_t* t = tslab_tls_entry(a);
-    if (likely(t->inst == a && t->id == a->id)) {
-      tslab_tcache_t* tc = t->tc;
+    if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
+      tslab_tcache_t* tc = tslab_tls_last.tc;
       tslab_bin_t* bin = tslab_bin(a, tc, e, tslab_class_of(size));
       tslab_busy_enter(tc);
       if (likely(era_active(a, e) && bin->mask != 0)) {
@@ -220,7 +219,6 @@ static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_t
     return false;
   atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
   s->used--;
-  if (w < s->hint) s->hint = w;
   if (unlikely(atomic_load_explicit(&s->gens, memory_order_relaxed) != NULL)) tslab_slab_bump_gen(s, idx);
   tslab_bin_t* bin = s->bin;
   tslab_bump(&bin->frees, 1);
@@ -272,24 +270,28 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 
-/* The fast path: a slot of a slab this thread owns, in an open era. */
+/* The fast path: a slot of a slab this thread owns, in an open era. The
+ * owner check needs no thread-cache lookup: a slab's owner is a cache, and a
+ * cache knows the thread attached to it. Only attached slabs have an owner,
+ * and slab_index rejects a pointer outside the slab, so a stale map entry
+ * cannot pass. */
 TSLAB_API bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
-    tslab_run_t* s = tslab_run_of(a, p);
-    tslab_tls_entry_t* t = tslab_tls_entry(a);
-    if (likely(s != NULL && t->inst == a && t->id == a->id &&
-               atomic_load_explicit(&s->owner, memory_order_relaxed) == t->tc &&
-               atomic_load_explicit(&s->kind, memory_order_acquire) == TSLAB_RUN_SLAB)) {
-      uint32_t idx = tslab_slab_index(s, p);
-      tslab_tcache_t* tc = t->tc;
-      if (likely(idx != UINT32_MAX)) {
-        tslab_busy_enter(tc);
-        if (likely(era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
-                   free_local(a, tc, s, idx))) {
+    uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+    if (likely(off < a->reserve)) {
+      tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+      tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
+      if (likely(tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id())) {
+        uint32_t idx = tslab_slab_index(s, p);
+        if (likely(idx != UINT32_MAX)) {
+          tslab_busy_enter(tc);
+          if (likely(era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
+                     free_local(a, tc, s, idx))) {
+            tslab_busy_exit(tc);
+            return true;
+          }
           tslab_busy_exit(tc);
-          return true;
         }
-        tslab_busy_exit(tc);
       }
     }
   }

@@ -83,7 +83,7 @@ static int label_find_or_add(tslab_t* a, const char* name) {
     if (strcmp(a->labels[i].name, name) == 0) return (int)i;
   if (a->nlabels < TSLAB_LABELS_MAX) {
     tslab_label_entry_t* l = &a->labels[a->nlabels];
-    strncpy(l->name, name, TSLAB_LABEL_MAX - 1);
+    memcpy(l->name, name, strlen(name) + 1); /* name fits: it is a slot's label */
     return (int)a->nlabels++;
   }
   return TSLAB_LABELS_MAX; /* "(other)" */

@@ -45,12 +45,7 @@ static void child(void) {
     atomic_store(&a->cacheless_busy, 0);
     for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
       atomic_store(&tc->busy, 0);
-      if (tc->attached && !tslab_tls_owns(tc)) {
-        tc->attached = 0;
-        tc->abandoned_next = a->abandoned;
-        a->abandoned = tc;
-        atomic_fetch_sub(&a->nattached, 1);
-      }
+      if (tc->attached && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);
     }
     unlock_instance(a);
   }

@@ -56,11 +56,13 @@ typedef struct tslab_class_info {
 } tslab_class_info_t;
 
 TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
+/* Class of sizes up to 1024 by (size + 7) / 8: one load on the fast path. */
+TSLAB_INTERNAL extern uint8_t tslab_class_small[129];
 TSLAB_INTERNAL void tslab_classes_init(void);
 
 /* Class of a request of 1..TSLAB_SMALL_MAX bytes. */
 static inline uint32_t tslab_class_of(size_t size) {
-  if (size <= 64) return (uint32_t)((size + 7) >> 3) - 1;
+  if (likely(size <= 1024)) return tslab_class_small[(size + 7) >> 3];
   size_t s = size - 1;
   uint32_t k = 63u - (uint32_t)__builtin_clzll(s); /* 2^k <= s < 2^(k+1), k >= 6 */
   return 8u + (k - 6u) * 8u + (uint32_t)((s >> (k - 3u)) & 7u);
@@ -104,7 +106,7 @@ struct tslab_run {
   _Atomic uint32_t mode;
   _Atomic uint32_t notify;
   uint32_t used;              /* owner only */
-  uint32_t hint;              /* owner only */
+  uint32_t hint;              /* owner only: where the next word scan starts */
   uint8_t list;               /* owner only: enum tslab_bin_list */
   struct tslab_bin* bin;      /* owner only: the bin holding the slab */
   _Atomic int64_t live;       /* detached accounting */
@@ -118,6 +120,7 @@ struct tslab_run {
   tslab_run_t* notify_prev;
 
   /* Large spans. */
+  _Atomic(tslab_tcache_t*) creator; /* the allocating cache, to tell cross-thread frees */
   _Atomic uint32_t large_state;
   uint16_t large_gen;
   size_t large_size;
@@ -158,6 +161,9 @@ typedef struct tslab_bin {
 
 struct tslab_tcache {
   _Atomic uint64_t busy;      /* owner writes; closers read (section 5) */
+  /* The attached thread's id (tslab_thread_id), 0 while abandoned; written
+   * under the registry mutex, read by the free fast path. */
+  _Atomic uintptr_t tid;
   uint32_t attached;          /* guarded by the instance's registry mutex */
   tslab_t* inst;
   pthread_mutex_t mu;         /* notify list, detach */
@@ -306,17 +312,15 @@ TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
 TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes);
 TSLAB_INTERNAL void* tslab_os_map(size_t bytes); /* readable zeroed memory */
 TSLAB_INTERNAL void tslab_os_heavy_fence(void);
-TSLAB_INTERNAL bool tslab_os_has_membarrier(void);
 TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void);
 
-/* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 5). */
-static inline void tslab_light_fence(void) {
-  extern TSLAB_INTERNAL bool tslab_membarrier_ok;
-  if (likely(tslab_membarrier_ok))
-    atomic_signal_fence(memory_order_seq_cst);
-  else
-    atomic_thread_fence(memory_order_seq_cst);
-}
+/* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 5): a
+ * compiler barrier; the heavy side makes every running thread fence. */
+static inline void tslab_light_fence(void) { atomic_signal_fence(memory_order_seq_cst); }
+
+/* A number unique to each live thread: the address of a thread-local. */
+TSLAB_INTERNAL extern __thread char tslab_thread_tag;
+static inline uintptr_t tslab_thread_id(void) { return (uintptr_t)&tslab_thread_tag; }
 
 /* heap.c */
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a);
@@ -382,6 +386,7 @@ TSLAB_INTERNAL size_t tslab_live_count(void);
 TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i);
 TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_fork_init(void);
+TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
 
 typedef struct tslab_tls_entry {
   tslab_t* inst;
@@ -389,17 +394,13 @@ typedef struct tslab_tls_entry {
   tslab_tcache_t* tc;
 } tslab_tls_entry_t;
 
-#define TSLAB_TLS_ENTRIES 8
-TSLAB_INTERNAL extern __thread tslab_tls_entry_t tslab_tls[TSLAB_TLS_ENTRIES];
-
-static inline tslab_tls_entry_t* tslab_tls_entry(tslab_t* a) {
-  return &tslab_tls[((uintptr_t)a >> 6) & (TSLAB_TLS_ENTRIES - 1)];
-}
+/* The thread's most recently used (instance, cache) pair; the others wait in
+ * a per-thread array searched on a miss (src/tcache.c). */
+TSLAB_INTERNAL extern __thread tslab_tls_entry_t tslab_tls_last;
 
 /* This thread's cache for instance a (created on first use), or NULL. */
 static inline tslab_tcache_t* tslab_tcache_get(tslab_t* a) {
-  tslab_tls_entry_t* e = tslab_tls_entry(a);
-  if (likely(e->inst == a && e->id == a->id)) return e->tc;
+  if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) return tslab_tls_last.tc;
   return tslab_tcache_slow(a);
 }
 

@@ -15,8 +15,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   r->large_gen = r->fmt_gen;
   r->obj_size = 0;
   r->capacity = 1;
-  /* The allocating cache, only to tell cross-thread frees apart. */
-  atomic_store_explicit(&r->owner, tc, memory_order_relaxed);
+  atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&r->era, era, memory_order_relaxed);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);
   atomic_store_explicit(&r->kind, TSLAB_RUN_LARGE, memory_order_release);
@@ -47,7 +46,7 @@ TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   tslab_epoch_slot_t* es = slot_of(a, era);
   uint64_t st = atomic_load_explicit(&es->state, memory_order_acquire);
-  bool cross = atomic_load_explicit(&r->owner, memory_order_relaxed) != tc;
+  bool cross = atomic_load_explicit(&r->creator, memory_order_relaxed) != tc;
   if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
   if (TSLAB_STATE_ERA(st) == era) {
     if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -13,7 +14,7 @@
 #include "fault.h"
 #include "internal.h"
 
-TSLAB_INTERNAL bool tslab_membarrier_ok;
+static bool tslab_membarrier_ok;
 
 /* ---- fault injection ---- */
 
@@ -78,7 +79,16 @@ TSLAB_INTERNAL void* tslab_os_map(size_t bytes) {
 
 /* ---- asymmetric fence ---- */
 
-/* Registered once per process; without it the fast path pays a full fence. */
+/* The heavy side of the asymmetric fence must make every running thread of
+ * the process execute a full barrier. membarrier(PRIVATE_EXPEDITED) does
+ * exactly that. Where it is missing (kernels before 4.14, some sandboxes), a
+ * permission downgrade of a touched page does too: the kernel must shoot the
+ * page's translation down on every CPU that runs this process, and the
+ * interrupt serialises each of them. The fast path stays a compiler barrier
+ * either way. */
+static pthread_mutex_t fence_mu = PTHREAD_MUTEX_INITIALIZER;
+static volatile char* fence_page;
+
 __attribute__((constructor)) static void tslab_os_init(void) {
   long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
@@ -88,13 +98,26 @@ __attribute__((constructor)) static void tslab_os_init(void) {
   tslab_fork_init();
 }
 
-TSLAB_INTERNAL bool tslab_os_has_membarrier(void) { return tslab_membarrier_ok; }
+static void tlb_shootdown_fence(void) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  pthread_mutex_lock(&fence_mu);
+  if (!fence_page) {
+    void* p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) fence_page = p;
+  }
+  if (fence_page) {
+    *fence_page = 1; /* present and writable, so the downgrade must flush */
+    mprotect((void*)fence_page, page, PROT_READ);
+    mprotect((void*)fence_page, page, PROT_READ | PROT_WRITE);
+  }
+  pthread_mutex_unlock(&fence_mu);
+  atomic_thread_fence(memory_order_seq_cst);
+}
 
 TSLAB_INTERNAL void tslab_os_heavy_fence(void) {
   if (tslab_membarrier_ok && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
     return;
-  /* Fallback: the fast path uses a full fence, so a local one suffices. */
-  atomic_thread_fence(memory_order_seq_cst);
+  tlb_shootdown_fence();
 }
 
 /* ---- clocks and RSS ---- */

@@ -95,7 +95,6 @@ TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a) {
     if (!valid) continue;
     atomic_store_explicit(&s->alloc[w], al & ~valid, memory_order_relaxed);
     n += (uint32_t)__builtin_popcountll(valid);
-    if (w < s->hint) s->hint = w;
   }
   TSLAB_ASSERT(n <= s->used);
   s->used -= n;

@@ -10,9 +10,10 @@
 
 #include "internal.h"
 
-TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls[TSLAB_TLS_ENTRIES];
+TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls_last;
+TSLAB_INTERNAL __thread char tslab_thread_tag;
 
-/* Entries that did not fit the direct-mapped table (many instances). */
+/* This thread's other (instance, cache) pairs. */
 static __thread tslab_tls_entry_t* tls_extra;
 static __thread size_t tls_extra_len, tls_extra_cap;
 
@@ -52,8 +53,7 @@ TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i) { return live_list[i]; }
 
 /* Is tc one of the calling thread's caches? */
 TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc) {
-  for (int i = 0; i < TSLAB_TLS_ENTRIES; i++)
-    if (tslab_tls[i].inst && tslab_tls[i].tc == tc) return true;
+  if (tslab_tls_last.inst && tslab_tls_last.tc == tc) return true;
   for (size_t i = 0; i < tls_extra_len; i++)
     if (tls_extra[i].tc == tc) return true;
   return false;
@@ -181,21 +181,22 @@ static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
 }
 
 /* Owner: set aside the free slots of the next bitmap word of the current
- * slab that has any. The slots stay free in the bitmap until handed out, so
- * dropping the mask (detach, flush) needs no undo. */
+ * slab that has any, scanning round from where the last one was taken (frees
+ * do not move the cursor back: the wrap-around finds them). The slots stay
+ * free in the bitmap until handed out, so dropping a mask (detach, flush)
+ * needs no undo. */
 static bool take_word(tslab_bin_t* bin) {
   tslab_run_t* s = bin->cur;
-  for (uint32_t w = s->hint; w < s->words; w++) {
+  for (uint32_t i = 0, w = s->hint; i < s->words; i++, w = w + 1 == s->words ? 0 : w + 1) {
     uint64_t avail = ~atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
     if (avail) {
       bin->mask = avail;
       bin->base = s->start + (size_t)w * 64 * s->obj_size;
       bin->word = &s->alloc[w];
-      s->hint = w + 1;
+      s->hint = w + 1 == s->words ? 0 : w + 1;
       return true;
     }
   }
-  s->hint = s->words;
   return false;
 }
 
@@ -277,6 +278,16 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
 
 /* ---- creation, lookup, exit ---- */
 
+/* Detach a cache from its thread and put it on the abandoned list, for the
+ * next new thread to adopt. Registry mutex held. */
+TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc) {
+  tc->attached = 0;
+  atomic_store_explicit(&tc->tid, 0, memory_order_relaxed);
+  tc->abandoned_next = a->abandoned;
+  a->abandoned = tc;
+  atomic_fetch_sub_explicit(&a->nattached, 1, memory_order_relaxed);
+}
+
 static void thread_exit(void* arg);
 
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
@@ -314,16 +325,17 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
   }
   if (tc) {
     tc->attached = 1;
+    atomic_store_explicit(&tc->tid, tslab_thread_id(), memory_order_relaxed);
     atomic_fetch_add_explicit(&a->nattached, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&a->reg_mu);
   return tc;
 }
 
+/* Make (a, tc) the thread's most recent pair, keeping the previous one in
+ * the array unless its instance was destroyed. */
 static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
-  tslab_tls_entry_t* e = tslab_tls_entry(a);
-  tslab_tls_entry_t entry = {a, a->id, tc};
-  /* A slot of an instance that was destroyed can be taken over. */
+  tslab_tls_entry_t* e = &tslab_tls_last;
   if (e->inst) {
     pthread_mutex_lock(&live_mu);
     bool alive = instance_alive_locked(e->inst, e->id);
@@ -339,22 +351,20 @@ static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
       tls_extra[tls_extra_len++] = *e;
     }
   }
-  *e = entry;
+  *e = (tslab_tls_entry_t){a, a->id, tc};
   return true;
 }
 
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
   if (!a) return NULL;
-  tslab_tls_entry_t* e = tslab_tls_entry(a);
   for (size_t i = 0; i < tls_extra_len; i++) {
     if (tls_extra[i].inst == a && tls_extra[i].id == a->id) {
-      /* Swap it into the fast slot. */
       tslab_tls_entry_t hit = tls_extra[i];
-      if (e->inst)
-        tls_extra[i] = *e;
+      if (tslab_tls_last.inst)
+        tls_extra[i] = tslab_tls_last;
       else
         tls_extra[i] = tls_extra[--tls_extra_len];
-      *e = hit;
+      tslab_tls_last = hit;
       return hit.tc;
     }
   }
@@ -363,10 +373,7 @@ TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
   if (!tc) return NULL;
   if (!tls_remember(a, tc)) {
     pthread_mutex_lock(&a->reg_mu);
-    tc->attached = 0;
-    tc->abandoned_next = a->abandoned;
-    a->abandoned = tc;
-    atomic_fetch_sub_explicit(&a->nattached, 1, memory_order_relaxed);
+    tslab_tcache_park_locked(a, tc);
     pthread_mutex_unlock(&a->reg_mu);
     return NULL;
   }
@@ -397,7 +404,6 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
         tslab_run_t* cur = bin->cur;
         bin->mask = 0;
         if (cur) {
-          cur->hint = 0;
           tslab_slab_collect(cur, a);
           if (cur->used == 0) {
             tslab_tcache_unlink_run(tc, bin, cur);
@@ -418,10 +424,7 @@ TSLAB_API void tslab_thread_flush(tslab_t* a) {
 static void abandon(tslab_t* a, tslab_tcache_t* tc) {
   tcache_flush(a, tc);
   pthread_mutex_lock(&a->reg_mu);
-  tc->attached = 0;
-  tc->abandoned_next = a->abandoned;
-  a->abandoned = tc;
-  atomic_fetch_sub_explicit(&a->nattached, 1, memory_order_relaxed);
+  tslab_tcache_park_locked(a, tc);
   pthread_mutex_unlock(&a->reg_mu);
 }
 
@@ -435,7 +438,7 @@ static void abandon_entry(tslab_tls_entry_t* e) {
 static void thread_exit(void* arg) {
   (void)arg;
   pthread_mutex_lock(&live_mu);
-  for (int i = 0; i < TSLAB_TLS_ENTRIES; i++) abandon_entry(&tslab_tls[i]);
+  abandon_entry(&tslab_tls_last);
   for (size_t i = 0; i < tls_extra_len; i++) abandon_entry(&tls_extra[i]);
   pthread_mutex_unlock(&live_mu);
   free(tls_extra);
@@ -453,8 +456,7 @@ TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a) {
     }
   }
   pthread_mutex_unlock(&live_mu);
-  for (int i = 0; i < TSLAB_TLS_ENTRIES; i++)
-    if (tslab_tls[i].inst == a) tslab_tls[i].inst = NULL;
+  if (tslab_tls_last.inst == a) tslab_tls_last.inst = NULL;
 }
 
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a) {
