@@ -283,8 +283,9 @@ typedef struct tslab_stats_global {
   uint64_t slabs_empty;            /* empty slabs resident in the pool */
   uint64_t slabs_released;         /* 16 KiB granules of the committed range not resident:
                                       released to the OS (or not used yet) */
-  uint64_t slabs_created_total;    /* slabs formatted */
-  uint64_t slabs_recycled_total;   /* formats that reused a pooled slab */
+  uint64_t slabs_created_total;    /* slabs formatted and spans created */
+  uint64_t slabs_recycled_total;   /* slabs and spans placed in memory that served before
+                                      (from the pool, or released and reused) */
   uint64_t release_calls_total;    /* madvise/decommit calls */
   uint64_t release_bytes_total;
   uint64_t release_failures_total; /* release calls the OS refused (memory stays resident) */

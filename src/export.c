@@ -248,7 +248,7 @@ static const field_t global_fields[] = {
     G(slabs_released, K_U64, "tslab_slabs", "state=\"released\"", "gauge", NULL),
     G(slabs_created_total, K_U64, "tslab_slabs_created_total", NULL, "counter", "Slabs formatted."),
     G(slabs_recycled_total, K_U64, "tslab_slabs_recycled_total", NULL, "counter",
-      "Slab formats that reused an empty slab from the pool."),
+      "Slabs and spans placed in memory that served before (pool or released and reused)."),
     G(release_calls_total, K_U64, "tslab_release_calls_total", NULL, "counter",
       "System calls returning memory to the OS (madvise)."),
     G(release_bytes_total, K_U64, "tslab_released_bytes_total", NULL, "counter",

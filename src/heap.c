@@ -403,10 +403,11 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t n, size_t align)
   if (align == 1 && n <= TSLAB_HEAP_EXACT && h->dirty[n - 1]) {
     r = h->dirty[n - 1];
     dirty_unlink(a, r);
-    atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
     run_free_meta(a, r);
   }
   if (!r) r = take_clean(a, n, align);
+  /* Recycled: memory that served before, resident or released since. */
+  if (r) atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
   if (!r) r = take_top(a, n, align);
   if (!r && h->lru_head) {
     /* Out of address space or commit: turn the dirty pool into clean runs
