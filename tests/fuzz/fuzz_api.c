@@ -59,6 +59,7 @@ typedef struct {
 static struct {
   tslab_t *a, *b;
   uint32_t ring;
+  bool skip_open;            /* TSLAB_ADVANCE_SKIP_OPEN */
   uint64_t cur;              /* current era */
   uint64_t slot_era[256];    /* era held by each ring slot (0: none) */
   bool slot_closed[256];
@@ -121,16 +122,31 @@ static void verify(const obj_t* o, size_t edge) {
 
 /* ---- the epoch model ---------------------------------------------------- */
 
+/* Eras skipped by the skip-open policy were never opened: their slot holds
+ * an older era (unknown) until a newer one takes it (stale). */
 static int epoch_status(uint64_t e) {
   if (e == 0 || e > m.cur) return TSLAB_ERR_EPOCH_UNKNOWN;
-  if (m.slot_era[e % m.ring] != e) return TSLAB_ERR_EPOCH_STALE;
+  uint64_t held = m.slot_era[e % m.ring];
+  if (held != e) return held > e ? TSLAB_ERR_EPOCH_STALE : TSLAB_ERR_EPOCH_UNKNOWN;
   return m.slot_closed[e % m.ring] ? TSLAB_ERR_EPOCH_CLOSED : TSLAB_OK;
 }
 
+static bool slot_open(uint64_t e) {
+  return m.slot_era[e % m.ring] != 0 && !m.slot_closed[e % m.ring];
+}
+
+/* The era tslab_epoch_advance opens, per the advance policy. */
 static void model_advance(void) {
-  m.cur++;
-  m.slot_era[m.cur % m.ring] = m.cur;
-  m.slot_closed[m.cur % m.ring] = false;
+  uint64_t e = m.cur + 1;
+  if (m.skip_open)
+    for (uint32_t i = 0; i < m.ring; i++)
+      if (!slot_open(e + i)) {
+        e += i;
+        break;
+      }
+  m.cur = e;
+  m.slot_era[e % m.ring] = e;
+  m.slot_closed[e % m.ring] = false;
 }
 
 static int model_close(uint64_t e) {
@@ -230,11 +246,10 @@ static void add_obj(void* p, size_t size, uint64_t e, tslab_handle_t h, bool zer
   if (tslab_epoch_of(m.a, p) != e)
     FAIL("epoch_of %llu, expected %llu", (unsigned long long)tslab_epoch_of(m.a, p),
          (unsigned long long)e);
-  /* docs/ARCHITECTURE.md section 2: 16-byte alignment for classes that are
-   * multiples of 16, 8 for the others (tslab.h promises 16 for every
-   * size >= 16; reported, not what the core does yet). */
-  if (((uintptr_t)p & (size >= 16 && usable % 16 == 0 ? 15 : 7)) != 0)
-    FAIL("%p misaligned for %zu bytes", p, size);
+  /* Natural alignment (tslab.h): the largest power of two dividing the
+   * class, between 8 and 16; large spans are 16 KiB aligned. */
+  uintptr_t align = size > tslab_small_max() ? 16384 : usable % 16 == 0 ? 16 : 8;
+  if ((uintptr_t)p % align != 0) FAIL("%p misaligned for %zu bytes", p, size);
   if (zeroed) {
     size_t r[2][2];
     pattern_ranges(size, size <= PATTERN_WHOLE ? size : PATTERN_EDGE, r);
@@ -589,7 +604,10 @@ static void setup(input_t* in) {
   cfg.epoch_ring_size = 2u << (u8(in) % 7); /* 2 .. 128 */
   cfg.reserve_bytes = RESERVE;
   cfg.max_alloc_size = RESERVE / 2;
-  cfg.release_policy = (u8(in) & 1) ? TSLAB_RELEASE_EAGER : TSLAB_RELEASE_ON_CLOSE;
+  uint8_t policy = u8(in);
+  cfg.release_policy = (policy & 1) ? TSLAB_RELEASE_EAGER : TSLAB_RELEASE_ON_CLOSE;
+  cfg.advance_policy = (policy & 2) ? TSLAB_ADVANCE_NEXT_SLOT : TSLAB_ADVANCE_SKIP_OPEN;
+  m.skip_open = cfg.advance_policy == TSLAB_ADVANCE_SKIP_OPEN;
   m.ring = cfg.epoch_ring_size;
   m.max = cfg.max_alloc_size;
   m.a = tslab_create(&cfg);

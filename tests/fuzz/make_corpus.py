@@ -31,8 +31,9 @@ def alloc(sz, era=ERA_CUR):
     return bytes([ALLOC]) + sz + bytes([era])
 
 
-def setup(ring_shift, eager):
-    return bytes([ring_shift, eager])
+def setup(ring_shift, policy):
+    """policy: bit 0 eager release, bit 1 next-slot advance."""
+    return bytes([ring_shift, policy])
 
 
 def seeds():
@@ -48,6 +49,11 @@ def seeds():
     body += alloc(size(3, 64), ERA_ZERO) + alloc(size(3, 64), ERA_NEXT) + bytes([EPOCHS, 2, ERA_STALE])
     body += bytes([FREE, 0, 0, FREE, 0, 0, EPOCHS, 3])
     s["epochs"] = setup(0, 0) + body
+    s["epochs_next_slot"] = setup(0, 2) + body
+    # long-lived first era, short ones around it (skip-open advance)
+    body = alloc(size(3, 80)) + (bytes([EPOCHS, 0]) + alloc(size(3, 64)) + bytes([EPOCHS, 1, ERA_CUR])) * 6
+    body += alloc(size(3, 80), 43) + bytes([EPOCHS, 2, 43, EPOCHS, 2, ERA_STALE])
+    s["epochs_skip_open"] = setup(1, 0) + body
     body = b"".join(bytes([ALLOC_HANDLE]) + size(3, n) + bytes([ERA_CUR]) for n in (10, 200, 3000))
     body += bytes([ALLOC_HANDLE]) + size(7, 1 << 20) + bytes([ERA_CUR])
     body += bytes([HANDLES, 0]) + u32(1) + bytes([HANDLES, 0x80]) + u32(0)
