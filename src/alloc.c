@@ -171,19 +171,16 @@ static bool fail_free(tslab_t* a, int status) {
   return false;
 }
 
-/* Owner: the slab just got a free slot or became empty. */
+/* Owner: the slab became empty (retire it unless it is current) or was full
+ * and parked (it can serve again: ready list). Ready slabs keep their
+ * notification armed; a spurious notification only costs a collect. */
 static void after_local_free(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
   if (s->used == 0) {
+    if (s->list == TSLAB_LIST_CUR) return;
     tslab_tcache_unlink_run(tc, bin, s);
     tslab_slab_retire(a, s);
-  } else if (s->list == TSLAB_LIST_PARKED) {
-    tslab_tcache_unlink_run(tc, bin, s);
-    atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
-    s->list = TSLAB_LIST_READY;
-    s->bin_prev = NULL;
-    s->bin_next = bin->ready;
-    if (bin->ready) bin->ready->bin_prev = s;
-    bin->ready = s;
+  } else {
+    tslab_tcache_ready(bin, s);
   }
 }
 
@@ -222,7 +219,7 @@ static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_t
   if (unlikely(atomic_load_explicit(&s->gens, memory_order_relaxed) != NULL)) tslab_slab_bump_gen(s, idx);
   tslab_bin_t* bin = s->bin;
   tslab_bump(&bin->frees, 1);
-  if (unlikely(s->list != TSLAB_LIST_CUR)) after_local_free(a, tc, bin, s);
+  if (unlikely(s->used == 0 || s->list == TSLAB_LIST_PARKED)) after_local_free(a, tc, bin, s);
   return true;
 }
 

@@ -96,7 +96,9 @@ static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
 }
 
-/* Owner: take s out of its bin (and of the notify list). */
+/* Owner: take s out of its bin for good (it is being retired). A notifier
+ * queues a slab only by turning ARMED into QUEUED under this cache's mutex,
+ * so the mutex is needed only when that may have happened. */
 TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
   if (s->list == TSLAB_LIST_CUR)
     bin->cur = NULL;
@@ -105,11 +107,21 @@ TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin
   else if (s->list == TSLAB_LIST_PARKED)
     list_remove(&bin->parked, s);
   s->list = TSLAB_LIST_NONE;
-  pthread_mutex_lock(&tc->mu);
-  notify_unlink_locked(tc, s);
-  atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
+  uint32_t st = TSLAB_NOTIFY_ARMED;
+  if (!atomic_compare_exchange_strong_explicit(&s->notify, &st, TSLAB_NOTIFY_NONE, memory_order_seq_cst,
+                                               memory_order_seq_cst) &&
+      st == TSLAB_NOTIFY_QUEUED) {
+    pthread_mutex_lock(&tc->mu);
+    notify_unlink_locked(tc, s);
+    pthread_mutex_unlock(&tc->mu);
+  }
   atomic_store_explicit(&s->owner, NULL, memory_order_release);
-  pthread_mutex_unlock(&tc->mu);
+}
+
+/* Owner: a parked slab has free slots again. */
+TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s) {
+  list_remove(&bin->parked, s);
+  list_push(&bin->ready, s, TSLAB_LIST_READY);
 }
 
 /* Remote freer: the first remote free to an ARMED slab queues it for its
@@ -137,8 +149,7 @@ static void settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
     tslab_tcache_unlink_run(tc, bin, s);
     tslab_slab_retire(a, s);
   } else if (s->list == TSLAB_LIST_PARKED && s->used < s->capacity) {
-    list_remove(&bin->parked, s);
-    list_push(&bin->ready, s, TSLAB_LIST_READY);
+    tslab_tcache_ready(bin, s);
   }
 }
 
