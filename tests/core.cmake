@@ -11,3 +11,4 @@ add_test(NAME test_install
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/check_install.sh ${PROJECT_SOURCE_DIR}
           ${CMAKE_CURRENT_BINARY_DIR}/install-check)
 set_tests_properties(test_install PROPERTIES LABELS "core;install" TIMEOUT 300)
+tslab_add_test(test_core_stats SOURCES test_core_stats.c LABELS core TIMEOUT 120)

@@ -1,0 +1,167 @@
+/* Contract line 7: counters are exact. A known sequence of allocations and
+ * frees (local, cross-thread, after close, spans, failures) must show up in
+ * the global, per-class, per-epoch, per-thread and per-label snapshots to the
+ * unit. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "test_util.h"
+
+static tslab_t* a;
+
+struct work {
+  void** objs;
+  int n;
+};
+
+static void* free_all(void* arg) {
+  struct work* w = arg;
+  for (int i = 0; i < w->n; i++) CHECK(tslab_free(a, w->objs[i]));
+  return NULL;
+}
+
+static uint32_t class_index_of(size_t size) {
+  for (uint32_t c = 0; c < tslab_class_count(a); c++) {
+    tslab_stats_class_t sc;
+    tslab_stats_class(a, c, &sc);
+    if (sc.object_size >= size) return c;
+  }
+  return UINT32_MAX;
+}
+
+int main(void) {
+  a = tslab_create(NULL);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e1 = tslab_epoch_current(a);
+  tslab_epoch_t e2 = tslab_epoch_advance(a);
+  CHECK_EQ_U(tslab_epoch_set_label(a, e1, "alpha"), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_set_label(a, e2, "beta"), TSLAB_OK);
+
+  enum { N1 = 3000, N2 = 1000, BIG = 3 };
+  static void* o1[N1];
+  static void* o2[N2];
+  void* big[BIG];
+  for (int i = 0; i < N1; i++) REQUIRE((o1[i] = tslab_alloc(a, 100, e1)) != NULL); /* class 104 */
+  for (int i = 0; i < N2; i++) REQUIRE((o2[i] = tslab_alloc(a, 200, e2)) != NULL); /* class 208 */
+  for (int i = 0; i < BIG; i++) REQUIRE((big[i] = tslab_alloc(a, 100000, e2)) != NULL);
+  size_t big_bytes = tslab_usable_size(a, big[0]);
+  CHECK(big_bytes >= 100000);
+
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.allocations_total, N1 + N2 + BIG);
+  CHECK_EQ_U(g.live_objects, N1 + N2 + BIG);
+  CHECK_EQ_U(g.live_bytes, (uint64_t)N1 * 104 + (uint64_t)N2 * 208 + BIG * big_bytes);
+  CHECK_EQ_U(g.requested_bytes_total, (uint64_t)N1 * 100 + (uint64_t)N2 * 200 + BIG * 100000);
+
+  tslab_stats_epoch_t s1, s2;
+  CHECK_EQ_U(tslab_stats_epoch(a, e1, &s1), TSLAB_OK);
+  CHECK_EQ_U(tslab_stats_epoch(a, e2, &s2), TSLAB_OK);
+  CHECK_EQ_U(s1.live_objects, N1);
+  CHECK_EQ_U(s1.live_bytes, (uint64_t)N1 * 104);
+  CHECK_EQ_U(s2.live_objects, N2 + BIG);
+  CHECK_EQ_U(s2.live_bytes, (uint64_t)N2 * 208 + BIG * big_bytes);
+  CHECK(strcmp(s1.label, "alpha") == 0);
+  CHECK(s1.state == TSLAB_EPOCH_ACTIVE);
+  CHECK(s1.slabs >= (N1 * 104) / 16384);
+  CHECK(s2.slabs >= BIG);
+
+  uint32_t c104 = class_index_of(104), c208 = class_index_of(208);
+  tslab_stats_class_t k;
+  tslab_stats_class(a, c104, &k);
+  CHECK_EQ_U(k.object_size, 104);
+  CHECK_EQ_U(k.allocations_total, N1);
+  CHECK_EQ_U(k.live_objects, N1);
+  CHECK(k.slabs * k.objects_per_slab >= N1);
+
+  /* Half of e1's objects are freed by another thread. */
+  struct work w = {o1, N1 / 2};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, free_all, &w) == 0);
+  pthread_join(t, NULL);
+  for (int i = N1 / 2; i < N1; i++) CHECK(tslab_free(a, o1[i]));
+  tslab_stats_class(a, c104, &k);
+  CHECK_EQ_U(k.frees_total, N1);
+  CHECK_EQ_U(k.cross_thread_frees_total, N1 / 2);
+  CHECK_EQ_U(k.live_objects, 0);
+  tslab_stats_thread_t th;
+  tslab_stats_thread(a, &th);
+  CHECK_EQ_U(th.allocations_total, N1 + N2);
+  CHECK_EQ_U(th.frees_total, N1 - N1 / 2);
+  CHECK_EQ_U(th.cross_thread_frees_total, 0);
+
+  /* Close e2 with objects alive, then free them: the epoch's counts follow. */
+  CHECK_EQ_U(tslab_epoch_close(a, e2), TSLAB_OK);
+  CHECK_EQ_U(tslab_stats_epoch(a, e2, &s2), TSLAB_OK);
+  CHECK(s2.state == TSLAB_EPOCH_CLOSING);
+  CHECK_EQ_U(s2.live_objects, N2 + BIG);
+  CHECK(s2.rss_before_close_bytes > 0);
+  for (int i = 0; i < N2; i++) CHECK(tslab_free(a, o2[i]));
+  for (int i = 0; i < BIG; i++) CHECK(tslab_free(a, big[i]));
+  CHECK_EQ_U(tslab_stats_epoch(a, e2, &s2), TSLAB_OK);
+  CHECK_EQ_U(s2.live_objects, 0);
+  CHECK_EQ_U(s2.live_bytes, 0);
+  CHECK_EQ_U(s2.frees_total, N2 + BIG);
+  CHECK_EQ_U(s2.slabs, 0);
+  CHECK(s2.released_total_bytes >= (uint64_t)N2 * 208);
+  tslab_stats_class(a, c208, &k);
+  CHECK_EQ_U(k.frees_total, N2);
+
+  /* Failures by reason, invalid frees. */
+  tslab_stats_global_t g0;
+  tslab_stats_global(a, &g0);
+  CHECK(tslab_alloc(a, 10, e2) == NULL);
+  CHECK(tslab_alloc(a, 0, e1) == NULL);
+  CHECK(!tslab_free(a, o2[0]));
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.alloc_fail_closed_total - g0.alloc_fail_closed_total, 1);
+  CHECK_EQ_U(g.alloc_fail_size_total - g0.alloc_fail_size_total, 1);
+  CHECK_EQ_U(g.alloc_failures_total - g0.alloc_failures_total, 2);
+  CHECK_EQ_U(g.invalid_frees_total - g0.invalid_frees_total, 1);
+  CHECK_EQ_U(g.live_objects, 0);
+  CHECK_EQ_U(g.allocations_total, g.frees_total);
+  CHECK_EQ_U(g.epochs_closed_total, 1);
+
+  /* Labels: the closed era's counts move to its label when its slot is
+   * reused; the open era's stay attributed to its label meanwhile. */
+  tslab_stats_label_t labels[8];
+  size_t n = tslab_stats_labels(a, labels, 8);
+  int found = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(labels[i].label, "alpha") == 0) {
+      found++;
+      CHECK_EQ_U(labels[i].allocations_total, N1);
+      CHECK_EQ_U(labels[i].frees_total, N1);
+      CHECK_EQ_U(labels[i].open_epochs, 1);
+    }
+    if (strcmp(labels[i].label, "beta") == 0) {
+      found++;
+      CHECK_EQ_U(labels[i].allocations_total, N2 + BIG);
+      CHECK_EQ_U(labels[i].open_epochs, 0);
+    }
+  }
+  CHECK_EQ_U(found, 2);
+
+  /* Leak signals: e1 is open and older than 0 ns; a stuck refcount shows. */
+  CHECK_EQ_U(tslab_epoch_ref(a, e1), TSLAB_OK);
+  tslab_leak_t leaks[4];
+  size_t nl = tslab_leak_check(a, 0, leaks, 4);
+  CHECK(nl >= 1);
+  CHECK_EQ_U(leaks[0].era, e1);
+  CHECK(leaks[0].too_old && leaks[0].refcount_stuck);
+  CHECK_EQ_U(tslab_leak_check(a, UINT64_MAX, leaks, 4), 0);
+  CHECK_EQ_U(tslab_epoch_unref(a, e1), TSLAB_OK);
+
+  /* Sampling: one in one slow path is timed. */
+  CHECK_EQ_U(tslab_sampling_set(a, 1), TSLAB_OK);
+  tslab_epoch_t e3 = tslab_epoch_advance(a);
+  for (int i = 0; i < 1000; i++) CHECK(tslab_free(a, tslab_alloc(a, 3000, e3)));
+  tslab_stats_sampling_t sm;
+  tslab_stats_sampling(a, &sm);
+  CHECK(sm.samples > 0);
+  CHECK(sm.wall_ns_total >= sm.cpu_ns_total);
+  CHECK_EQ_U(sm.one_in, 1);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+  TEST_DONE();
+}
