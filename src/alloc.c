@@ -25,7 +25,9 @@ static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* 
   if (!g) {
     g = tslab_heap_gens(a, s->capacity);
     if (!g) return false;
-    for (uint32_t i = 0; i < s->capacity; i++) atomic_store_explicit(&g[i], s->fmt_gen, memory_order_relaxed);
+    uint16_t base = atomic_load_explicit(&a->gen_base[(size_t)(s->start - a->base) >> TSLAB_GRANULE_SHIFT],
+                                         memory_order_relaxed);
+    for (uint32_t i = 0; i < s->capacity; i++) atomic_store_explicit(&g[i], base, memory_order_relaxed);
     atomic_store_explicit(&s->gens, g, memory_order_release);
   }
   *gen = atomic_load_explicit(&g[idx], memory_order_relaxed);
@@ -45,8 +47,11 @@ static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, siz
   return bin->base + (size_t)b * bin->size;
 }
 
+/* seq_cst (a plain load on x86 and arm64, like acquire) so that the loads
+ * after a read-modify-write fence (threads without a cache, closing frees)
+ * take part in the single total order the protocol's arguments use. */
 static inline bool era_active(tslab_t* a, uint64_t e) {
-  return atomic_load_explicit(&a->ring[e & a->ring_mask].state, memory_order_acquire) ==
+  return atomic_load_explicit(&a->ring[e & a->ring_mask].state, memory_order_seq_cst) ==
          TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE);
 }
 
@@ -184,11 +189,10 @@ static void after_local_free(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, t
   }
 }
 
-/* Count a free that was not the owner's: in this thread's bin while the era
- * is active (busy window), in the era's slot and the instance otherwise. */
-static void count_remote_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls, uint32_t size,
-                              bool active) {
-  if (active && tc) {
+/* Count a free by a thread that does not own the slab, in an active era: in
+ * this thread's bin, or in the era's slot for a thread without a cache. */
+static void count_remote_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls, uint32_t size) {
+  if (tc) {
     tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
     tslab_bin_claim(a, tc, bin, era);
     tslab_bump(&bin->frees, 1);
@@ -196,13 +200,48 @@ static void count_remote_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint
     return;
   }
   tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
-  if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_acquire)) == era) {
-    atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
-  }
+  atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->ext_frees[cls], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->ext_xfrees[cls], 1, memory_order_relaxed);
+}
+
+/* The caller's busy window: its cache's flag, or for a thread without a
+ * cache the instance's counter, whose read-modify-writes are the fence. */
+static inline void window_enter(tslab_t* a, tslab_tcache_t* tc) {
+  if (tc)
+    tslab_busy_enter(tc);
+  else
+    atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
+}
+
+static inline void window_exit(tslab_t* a, tslab_tcache_t* tc) {
+  if (tc)
+    tslab_busy_exit(tc);
+  else
+    atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
+}
+
+/* A free in an era that is not active (closing, closed, gone). The slab
+ * protocol is in slab.c; the era's slot counts it while it still holds the
+ * era. closing_inflight keeps tslab_epoch_advance from resetting the slot
+ * for a newer era while this free may still write to it. Whether the freer
+ * was the allocating thread is not known any more: not a cross-thread
+ * free. */
+static bool free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx, uint64_t era, uint32_t cls, uint32_t size) {
+  atomic_fetch_add_explicit(&a->closing_inflight, 1, memory_order_seq_cst);
+  bool ok = tslab_slab_free_closing(a, s, idx);
+  if (ok) {
+    tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
+    if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_seq_cst)) == era) {
+      atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&a->ext_frees[cls], 1, memory_order_relaxed);
+  }
+  atomic_fetch_sub_explicit(&a->closing_inflight, 1, memory_order_release);
+  return ok;
 }
 
 /* Owner free of slot idx of s, in the busy window with s's era active.
@@ -224,9 +263,10 @@ static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_t
 }
 
 /* Every free that is not the fast path's: invalid pointers, spans, frees by
- * threads that do not own the slab, eras that are closing. The slab's class
- * and size are read before the free is visible: afterwards the owner may
- * retire the slab and the descriptor may describe another run. */
+ * threads that do not own the slab, eras that are not active. All of it runs
+ * in the caller's busy window, so a close waits for it (section 6.1). The
+ * slab's class and size are read before the free is visible: afterwards the
+ * owner may retire the slab and the descriptor may describe another run. */
 static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (!p) return true;
   if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
@@ -234,36 +274,32 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (unlikely(!s)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
   tslab_tcache_t* tc = tslab_tcache_get(a);
   uint8_t kind = atomic_load_explicit(&s->kind, memory_order_acquire);
-  if (unlikely(kind != TSLAB_RUN_SLAB)) {
-    if (kind == TSLAB_RUN_LARGE && tslab_large_free(a, tc, s, p)) return true;
-    return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  bool ok = false;
+  if (kind == TSLAB_RUN_LARGE) {
+    window_enter(a, tc);
+    atomic_fetch_add_explicit(&a->closing_inflight, 1, memory_order_seq_cst);
+    ok = tslab_large_free(a, tc, s, p);
+    atomic_fetch_sub_explicit(&a->closing_inflight, 1, memory_order_release);
+    window_exit(a, tc);
+    return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
   }
-  uint32_t idx = tslab_slab_index(s, p);
+  uint32_t idx = kind == TSLAB_RUN_SLAB ? tslab_slab_index(s, p) : UINT32_MAX;
   if (unlikely(idx == UINT32_MAX)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
   uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
   uint32_t cls = s->cls, size = s->obj_size;
 
-  bool active, ok;
-  if (likely(tc != NULL)) {
-    tslab_busy_enter(tc);
-    active = era_active(a, era);
-    if (active && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
+  window_enter(a, tc);
+  if (era_active(a, era)) {
+    if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
       ok = free_local(a, tc, s, idx);
-      tslab_busy_exit(tc);
-      return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
+    } else {
+      ok = tslab_slab_free_remote(s, idx);
+      if (ok) count_remote_free(a, tc, era, cls, size);
     }
-    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_closing(a, s, idx);
-    if (ok) count_remote_free(a, tc, era, cls, size, active);
-    tslab_busy_exit(tc);
   } else {
-    /* No cache (its creation failed): the instance-wide busy counter plays
-     * the busy flag's part for the closer. */
-    atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
-    active = era_active(a, era);
-    ok = active ? tslab_slab_free_remote(s, idx) : tslab_slab_free_closing(a, s, idx);
-    if (ok) count_remote_free(a, NULL, era, cls, size, false);
-    atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
+    ok = free_closing(a, s, idx, era, cls, size);
   }
+  window_exit(a, tc);
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 

@@ -129,7 +129,7 @@ static void slot_reset(tslab_epoch_slot_t* es) {
 
 /* Wait until a busy flag or counter is zero (section 6.1 step 3). */
 static void wait_quiescent(_Atomic uint64_t* busy) {
-  for (unsigned spins = 0; atomic_load_explicit(busy, memory_order_acquire); spins++) {
+  for (unsigned spins = 0; atomic_load_explicit(busy, memory_order_seq_cst); spins++) {
     if (spins > 64) sched_yield();
   }
 }
@@ -207,6 +207,14 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
   uint64_t st = atomic_load(&es->state);
   uint64_t old = TSLAB_STATE_ERA(st);
   if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE) close_locked(a, old, true);
+  /* Hand the slot over in two steps. First it names the new era, not open
+   * yet, so no free counts into it for the old era any more (the heap
+   * checks the state under its mutex); then, once frees that saw the old
+   * era are done, its counters start from zero and the era opens. */
+  pthread_mutex_lock(&a->heap.mu);
+  atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_EMPTY), memory_order_seq_cst);
+  pthread_mutex_unlock(&a->heap.mu);
+  wait_quiescent(&a->closing_inflight);
   if (old) retire_label(a, es);
   slot_reset(es);
   es->opened_ns = tslab_now_ns();

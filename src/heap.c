@@ -10,6 +10,8 @@
 
 #include "internal.h"
 
+static size_t run_index(tslab_t* a, const tslab_run_t* r);
+
 /* ---- metadata region ---- */
 
 static void* meta_alloc(tslab_t* a, size_t bytes) {
@@ -44,9 +46,7 @@ static tslab_run_t* desc_new(tslab_t* a) {
   tslab_run_t* r = (tslab_run_t*)pop_block((void**)&a->heap.free_descs);
   if (!r) r = (tslab_run_t*)meta_alloc(a, sizeof(tslab_run_t));
   if (!r) return NULL;
-  uint16_t gen = r->fmt_gen;
   memset(r, 0, sizeof *r);
-  r->fmt_gen = gen;
   return r;
 }
 
@@ -71,13 +71,30 @@ TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity) 
   return (_Atomic uint16_t*)p;
 }
 
-/* Give a retired slab's bitmaps and generations back (heap mutex held). */
+/* Give a retired run's bitmaps and generations back (heap mutex held), and
+ * raise the generation base of its first granule past every generation a
+ * handle into the run may hold, so no handle outlives the run. The bitmap
+ * pointers stay: only a free racing with another free of the same pointer
+ * (a data race in the program) can still reach them, and the blocks stay
+ * mapped (their free-list link is in the alloc words, which no free
+ * writes). */
 static void run_free_meta(tslab_t* a, tslab_run_t* r) {
-  if (r->alloc) push_block(&a->heap.free_words[r->words], (void*)r->alloc);
+  _Atomic uint16_t* base = &a->gen_base[run_index(a, r)];
+  int kind = atomic_load_explicit(&r->kind, memory_order_relaxed);
+  if (kind == TSLAB_RUN_LARGE) atomic_store_explicit(base, (uint16_t)(r->large_gen + 1), memory_order_relaxed);
+  if (kind != TSLAB_RUN_SLAB) return;
+  push_block(&a->heap.free_words[r->words], (void*)r->alloc);
   _Atomic uint16_t* g = atomic_load_explicit(&r->gens, memory_order_relaxed);
-  if (g) push_block(&a->heap.free_gens[(r->capacity + 63) / 64], (void*)g);
-  r->alloc = r->remote = NULL;
-  atomic_store_explicit(&r->gens, NULL, memory_order_relaxed);
+  if (g) {
+    uint16_t next = atomic_load_explicit(base, memory_order_relaxed);
+    for (uint32_t i = 0; i < r->capacity; i++) {
+      uint16_t v = (uint16_t)(atomic_load_explicit(&g[i], memory_order_relaxed) + 1);
+      if ((int16_t)(v - next) > 0) next = v;
+    }
+    atomic_store_explicit(base, next, memory_order_relaxed);
+    push_block(&a->heap.free_gens[(r->capacity + 63) / 64], (void*)g);
+    atomic_store_explicit(&r->gens, NULL, memory_order_relaxed);
+  }
 }
 
 /* ---- run geometry ---- */
@@ -177,7 +194,8 @@ static tslab_epoch_slot_t* era_slot(tslab_t* a, uint64_t era) {
   return &a->ring[era & a->ring_mask];
 }
 
-/* Dirty-run counts are charged to the era's slot while it still holds it. */
+/* Dirty-run counts are charged to the era's slot while it still holds it
+ * (heap mutex held; advance changes a slot's era under it). */
 static void dirty_account(tslab_t* a, tslab_run_t* r, int sign) {
   tslab_epoch_slot_t* es = era_slot(a, r->last_era);
   if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) != r->last_era) return;
@@ -259,14 +277,7 @@ static void release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
     } else {
       atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
     }
-    for (; i < j; i++) {
-      ok[i] = done;
-      tslab_run_t* r = runs[i];
-      tslab_epoch_slot_t* es = era_slot(a, r->last_era);
-      if (done && TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) == r->last_era)
-        atomic_fetch_add_explicit(&es->released_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT,
-                                  memory_order_relaxed);
-    }
+    for (; i < j; i++) ok[i] = done;
   }
 }
 
@@ -286,11 +297,18 @@ static void release_chain(tslab_t* a, tslab_run_t* chain) {
     release_batch(a, runs, n, ok);
     pthread_mutex_lock(&a->heap.mu);
     for (size_t i = 0; i < n; i++) {
-      runs[i]->heap_next = NULL;
-      if (ok[i])
-        clean_insert(a, runs[i]);
-      else
-        dirty_link(a, runs[i]);
+      tslab_run_t* r = runs[i];
+      r->heap_next = NULL;
+      if (ok[i]) {
+        /* Under the mutex: advance swaps a slot's era under it too. */
+        tslab_epoch_slot_t* es = era_slot(a, r->last_era);
+        if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) == r->last_era)
+          atomic_fetch_add_explicit(&es->released_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT,
+                                    memory_order_relaxed);
+        clean_insert(a, r);
+      } else {
+        dirty_link(a, r);
+      }
     }
   }
 }
@@ -403,7 +421,6 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t n, size_t align)
   if (align == 1 && n <= TSLAB_HEAP_EXACT && h->dirty[n - 1]) {
     r = h->dirty[n - 1];
     dirty_unlink(a, r);
-    run_free_meta(a, r);
   }
   if (!r) r = take_clean(a, n, align);
   /* Recycled: memory that served before, resident or released since. */
@@ -455,7 +472,6 @@ TSLAB_INTERNAL void tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool r
     r->heap_next = NULL;
     run_free_meta(a, r);
     r->last_era = atomic_load_explicit(&r->era, memory_order_relaxed);
-    r->fmt_gen++;
     if (!release && a->config.release_policy != TSLAB_RELEASE_EAGER && r->granules <= TSLAB_SLAB_MAX_GRANULES &&
         a->config.pool_resident_max > 0)
       dirty_link(a, r);

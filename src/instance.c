@@ -38,6 +38,7 @@ static void unmap_all(tslab_t* a) {
   tslab_os_unmap(a->ring, a->ring_bytes);
   tslab_os_unmap(a->meta, a->meta_reserve);
   tslab_os_unmap((void*)a->map, a->map_bytes);
+  tslab_os_unmap((void*)a->gen_base, a->ngranules * sizeof(uint16_t));
   tslab_os_unmap(a->base, a->reserve);
   tslab_os_unmap(a, sizeof *a);
 }
@@ -72,7 +73,8 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   a->base = (uint8_t*)tslab_os_reserve(a->reserve);
   a->meta = a->base ? (uint8_t*)tslab_os_reserve(a->meta_reserve) : NULL;
   a->map = a->meta ? (_Atomic(tslab_run_t*)*)tslab_os_map(a->map_bytes) : NULL;
-  bool ok = a->map && tslab_heap_init(a) && tslab_epochs_init(a) &&
+  a->gen_base = a->map ? (_Atomic uint16_t*)tslab_os_map(a->ngranules * sizeof(uint16_t)) : NULL;
+  bool ok = a->gen_base && tslab_heap_init(a) && tslab_epochs_init(a) &&
             pthread_mutex_init(&a->reg_mu, NULL) == 0;
   if (ok) {
     strcpy(a->labels[TSLAB_LABELS_MAX].name, "(other)");

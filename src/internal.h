@@ -131,7 +131,6 @@ struct tslab_run {
   tslab_run_t* lru_next;
   tslab_run_t* lru_prev;
   uint64_t last_era;          /* dirty runs: the era they last served */
-  uint16_t fmt_gen;           /* bumped by every format */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -256,6 +255,8 @@ struct tslab {
   size_t reserve;
   size_t ngranules;
   _Atomic(tslab_run_t*)* map;         /* per granule */
+  _Atomic uint16_t* gen_base;         /* per granule: first handle generation of a run
+                                         starting there (heap mutex writes) */
   size_t map_bytes;
   uint8_t* meta;                      /* metadata region */
   size_t meta_reserve;
@@ -284,6 +285,9 @@ struct tslab {
   /* Frees by threads without a cache: the closer waits for this to be 0
    * like for a cache's busy flag (read-modify-writes give the fence). */
   _Atomic uint64_t cacheless_busy;
+  /* Frees writing to an era's slot while the era is not active: advance
+   * waits for zero before it resets a slot for a newer era. */
+  _Atomic uint64_t closing_inflight;
   _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
   _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced;
@@ -315,8 +319,21 @@ TSLAB_INTERNAL void tslab_os_heavy_fence(void);
 TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void);
 
 /* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 5): a
- * compiler barrier; the heavy side makes every running thread fence. */
+ * compiler barrier; the heavy side makes every running thread fence. Without
+ * membarrier, x86 still gets that from a TLB shootdown (an interrupt on each
+ * CPU); other architectures invalidate TLBs without interrupting, so there
+ * the fast path pays a full fence instead. */
+#if defined(__x86_64__) || defined(__i386__)
 static inline void tslab_light_fence(void) { atomic_signal_fence(memory_order_seq_cst); }
+#else
+TSLAB_INTERNAL extern bool tslab_fast_path_fences;
+static inline void tslab_light_fence(void) {
+  if (unlikely(tslab_fast_path_fences))
+    atomic_thread_fence(memory_order_seq_cst);
+  else
+    atomic_signal_fence(memory_order_seq_cst);
+}
+#endif
 
 /* A number unique to each live thread: the address of a thread-local. */
 TSLAB_INTERNAL extern __thread char tslab_thread_tag;

@@ -12,7 +12,8 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   tslab_run_t* r = tslab_heap_alloc(a, granules, align_granules);
   if (!r) return NULL;
   r->large_size = size;
-  r->large_gen = r->fmt_gen;
+  r->large_gen = atomic_load_explicit(&a->gen_base[(size_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT],
+                                      memory_order_relaxed);
   r->obj_size = 0;
   r->capacity = 1;
   atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
@@ -36,7 +37,8 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   return r->start;
 }
 
-/* Exactly one free of a span wins the LIVE -> FREED transition. */
+/* Exactly one free of a span wins the LIVE -> FREED transition. Called in the
+ * freer's busy window and under closing_inflight (src/alloc.c). */
 TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r, const void* p) {
   if (p != r->start) return false;
   uint32_t expected = TSLAB_LARGE_LIVE;
@@ -46,7 +48,7 @@ TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
   size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   tslab_epoch_slot_t* es = slot_of(a, era);
-  uint64_t st = atomic_load_explicit(&es->state, memory_order_acquire);
+  uint64_t st = atomic_load_explicit(&es->state, memory_order_seq_cst);
   bool cross = atomic_load_explicit(&r->creator, memory_order_relaxed) != tc;
   if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
   if (TSLAB_STATE_ERA(st) == era) {

@@ -15,6 +15,9 @@
 #include "internal.h"
 
 static bool tslab_membarrier_ok;
+#if !(defined(__x86_64__) || defined(__i386__))
+TSLAB_INTERNAL bool tslab_fast_path_fences;
+#endif
 
 /* ---- fault injection ---- */
 
@@ -86,17 +89,22 @@ TSLAB_INTERNAL void* tslab_os_map(size_t bytes) {
  * page's translation down on every CPU that runs this process, and the
  * interrupt serialises each of them. The fast path stays a compiler barrier
  * either way. */
-static pthread_mutex_t fence_mu = PTHREAD_MUTEX_INITIALIZER;
-static volatile char* fence_page;
 
 __attribute__((constructor)) static void tslab_os_init(void) {
   long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
       syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
     tslab_membarrier_ok = true;
+#if !(defined(__x86_64__) || defined(__i386__))
+  tslab_fast_path_fences = !tslab_membarrier_ok;
+#endif
   tslab_classes_init();
   tslab_fork_init();
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+static pthread_mutex_t fence_mu = PTHREAD_MUTEX_INITIALIZER;
+static volatile char* fence_page;
 
 static void tlb_shootdown_fence(void) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -113,11 +121,16 @@ static void tlb_shootdown_fence(void) {
   pthread_mutex_unlock(&fence_mu);
   atomic_thread_fence(memory_order_seq_cst);
 }
+#endif
 
 TSLAB_INTERNAL void tslab_os_heavy_fence(void) {
   if (tslab_membarrier_ok && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
     return;
+#if defined(__x86_64__) || defined(__i386__)
   tlb_shootdown_fence();
+#else
+  atomic_thread_fence(memory_order_seq_cst); /* the fast path fences itself */
+#endif
 }
 
 /* ---- clocks and RSS ---- */

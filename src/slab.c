@@ -66,7 +66,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
 static bool slab_unaccount(tslab_t* a, tslab_run_t* s) {
   uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
   tslab_epoch_slot_t* es = slot_of_era(a, era);
-  uint64_t st = atomic_load_explicit(&es->state, memory_order_acquire);
+  uint64_t st = atomic_load_explicit(&es->state, memory_order_seq_cst);
   if (TSLAB_STATE_ERA(st) == era) {
     atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&es->slab_bytes, (size_t)s->granules << TSLAB_GRANULE_SHIFT,
@@ -79,6 +79,13 @@ static bool slab_unaccount(tslab_t* a, tslab_run_t* s) {
 /* Hand a slab no longer in use back to the heap. */
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s) {
   tslab_heap_retire(a, s, slab_unaccount(a, s));
+}
+
+/* The slots of `bits` in word w were freed through remote bits: their
+ * handles stop matching. Only the party that collected them calls this. */
+static void bump_gens(tslab_run_t* s, uint32_t w, uint64_t bits) {
+  if (!atomic_load_explicit(&s->gens, memory_order_relaxed)) return;
+  for (; bits; bits &= bits - 1) tslab_slab_bump_gen(s, (w << 6) + (uint32_t)__builtin_ctzll(bits));
 }
 
 /* Owner: fold the slab's remote frees into its alloc bitmap. */
@@ -95,6 +102,7 @@ TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a) {
     if (!valid) continue;
     atomic_store_explicit(&s->alloc[w], al & ~valid, memory_order_relaxed);
     n += (uint32_t)__builtin_popcountll(valid);
+    bump_gens(s, w, valid);
   }
   TSLAB_ASSERT(n <= s->used);
   s->used -= n;
@@ -103,7 +111,8 @@ TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a) {
 }
 
 /* A slot was freed: a handle naming it must no longer match. Called by the
- * one party that won the slot's free. */
+ * one party that owns the slot's transition: the owner (local free,
+ * collection), the closer (detach) or the winner of a detached free. */
 TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx) {
   _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_acquire);
   if (g)
@@ -129,7 +138,6 @@ static bool set_remote(tslab_run_t* s, uint32_t idx) {
   if (!(atomic_load_explicit(&s->alloc[w], memory_order_relaxed) & bit) ||
       (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit))
     return false;
-  tslab_slab_bump_gen(s, idx);
   return !(atomic_fetch_or_explicit(&s->remote[w], bit, memory_order_seq_cst) & bit);
 }
 
@@ -184,6 +192,7 @@ TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
     if (!r) continue;
     uint64_t old = atomic_fetch_and_explicit(&s->alloc[w], ~r, memory_order_acq_rel);
     collected += __builtin_popcountll(r & old);
+    bump_gens(s, w, r & old);
     invalid += (uint64_t)__builtin_popcountll(r & ~old);
   }
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
