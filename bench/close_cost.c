@@ -1,13 +1,23 @@
 /* Workload 8: the cost of tslab_epoch_close against the number of slabs it
  * releases. An epoch fills a given number of slabs of the 128 B class, frees
  * every object, and is closed; the close is timed on its own.
- * Usage: bench_close_cost [max_slabs=4096] [reps=5]
+ * Usage: bench_close_cost [max_slabs=4096] [reps=5] [mode=epoch|pooled]
+ * mode=pooled (as in bench_tslab) runs the instance with TSLAB_RELEASE_POOLED:
+ * the close hands the empty slabs to the pool, which keeps pool_resident_max
+ * bytes resident and releases the rest.
  * Prints one JSON object; the report takes medians over reps and repeats. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "tslab.h"
+
+static const char* arg_str(int argc, char** argv, const char* key, const char* dflt) {
+  size_t kl = strlen(key);
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], key, kl) == 0 && argv[i][kl] == '=') return argv[i] + kl + 1;
+  return dflt;
+}
 
 static uint64_t arg(int argc, char** argv, const char* key, uint64_t dflt) {
   size_t kl = strlen(key);
@@ -18,7 +28,16 @@ static uint64_t arg(int argc, char** argv, const char* key, uint64_t dflt) {
 
 int main(int argc, char** argv) {
   uint64_t max_slabs = arg(argc, argv, "max_slabs", 4096), reps = arg(argc, argv, "reps", 5);
-  tslab_t* a = tslab_create(NULL);
+  const char* mode = arg_str(argc, argv, "mode", "epoch");
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  if (strcmp(mode, "pooled") == 0) {
+    cfg.release_policy = TSLAB_RELEASE_POOLED;
+  } else if (strcmp(mode, "epoch") != 0) {
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 1;
+  }
+  tslab_t* a = tslab_create(&cfg);
   if (a == NULL) {
     fprintf(stderr, "tslab_create: %s\n", tslab_strerror(tslab_last_error()));
     return 2;
@@ -32,9 +51,10 @@ int main(int argc, char** argv) {
   }
   size_t cap = (size_t)(max_slabs * cls.objects_per_slab);
   void** p = h_map(cap * sizeof *p);
-  printf("{\"workload\":\"close_cost\",\"allocator\":\"tslab\",\"object_size\":%u,"
-         "\"slab_bytes\":%u,\"objects_per_slab\":%u,\"points\":[",
-         cls.object_size, cls.slab_bytes, cls.objects_per_slab);
+  printf("{\"workload\":\"close_cost\",\"allocator\":\"tslab\",\"mode\":\"%s\","
+         "\"pool_resident_max\":%zu,\"object_size\":%u,\"slab_bytes\":%u,\"objects_per_slab\":%u,"
+         "\"points\":[",
+         mode, cfg.pool_resident_max, cls.object_size, cls.slab_bytes, cls.objects_per_slab);
   for (uint64_t slabs = 1; slabs <= max_slabs; slabs *= 4) {
     printf("%s{\"slabs_filled\":%llu,\"runs\":[", slabs > 1 ? "," : "", (unsigned long long)slabs);
     for (uint64_t r = 0; r < reps; r++) {
@@ -54,8 +74,12 @@ int main(int argc, char** argv) {
       uint64_t t1 = h_now_ns();
       tslab_stats_epoch_t es;
       uint64_t released = tslab_stats_epoch(a, e, &es) == TSLAB_OK ? es.released_at_close_bytes : 0;
-      printf("%s{\"close_ns\":%llu,\"slabs_released\":%llu}", r ? "," : "",
-             (unsigned long long)(t1 - t0), (unsigned long long)(released / cls.slab_bytes));
+      /* Empty slab bytes the instance still keeps resident after the close. */
+      tslab_stats_global_t g;
+      uint64_t pooled = tslab_stats_global(a, &g) == TSLAB_OK ? g.slabs_empty : 0;
+      printf("%s{\"close_ns\":%llu,\"slabs_released\":%llu,\"slabs_empty_after\":%llu}", r ? "," : "",
+             (unsigned long long)(t1 - t0), (unsigned long long)(released / cls.slab_bytes),
+             (unsigned long long)pooled);
     }
     printf("]}");
   }

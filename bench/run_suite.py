@@ -18,11 +18,15 @@ import time
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 ALLOCATORS = ["tslab"] + PEERS
 
-# Variant id -> (binary suffix, extra arguments).
+# Variant id -> (binary suffix, extra arguments). The part before the first
+# "-" names the allocator. tslab's default mode "epoch" is the library's
+# default (strict) release policy; "pooled" is TSLAB_RELEASE_POOLED.
 VARIANTS = {
     "tslab": ("tslab", []),
+    "tslab-pooled": ("tslab", ["mode=pooled"]),
     "tslab-nocounters": ("tslab_nocounters", []),
     "tslab-mixed": ("tslab", ["routing=mixed"]),
+    "tslab-pooled-mixed": ("tslab", ["mode=pooled", "routing=mixed"]),
     "glibc": ("glibc", []),
     "jemalloc": ("jemalloc", []),
     "jemalloc-arena": ("jemalloc", ["mode=arena"]),
@@ -31,7 +35,9 @@ VARIANTS = {
     "tcmalloc": ("tcmalloc", []),
 }
 PLAIN = ["tslab", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
-PHASED = PLAIN + ["jemalloc-arena", "mimalloc-heap"]
+# Phase workloads: both tslab release policies, the peers plain and in their
+# phase-scoped modes.
+PHASED = PLAIN + ["tslab-pooled", "jemalloc-arena", "mimalloc-heap"]
 PATTERNS = ["burst", "steady", "leak", "hotspot", "kernel"]
 
 
@@ -50,9 +56,10 @@ def cases(quick, threads):
     out.append(("prodcons", "prodcons", PLAIN, [f"items={5000000 // s}"]))
     for p in PATTERNS:
         out.append((f"server_{p}", "server", PHASED, [f"pattern={p}", f"requests={10000 // s}"]))
-    out.append(("lifemix", "lifemix", PHASED + ["tslab-mixed"], [f"requests={200000 // s}"]))
+    out.append(("lifemix", "lifemix", PHASED + ["tslab-mixed", "tslab-pooled-mixed"],
+                [f"requests={200000 // s}"]))
     out.append(("phase_burst", "phase_burst", PHASED, ["mib=64"]))
-    out.append(("close_cost", "close_cost", ["tslab"], [f"max_slabs={4096 // s}", "reps=3"]))
+    out.append(("close_cost", "close_cost", ["tslab", "tslab-pooled"], [f"max_slabs={4096 // s}", "reps=3"]))
     return out
 
 
@@ -96,7 +103,7 @@ def machine(bindir):
 def run_one(bindir, variant, workload, args, timeout):
     suffix, extra = VARIANTS[variant]
     if workload == "close_cost":
-        cmd = [os.path.join(bindir, "bench_close_cost")] + args
+        cmd = [os.path.join(bindir, "bench_close_cost")] + args + extra
     else:
         cmd = [os.path.join(bindir, f"bench_{suffix}"), workload] + args + extra
     t0 = time.monotonic()
@@ -163,7 +170,7 @@ def main():
         runs.append(res)
         status = "ok" if res["ok"] else "FAILED: " + res["error"]
         el = time.monotonic() - t_start
-        print(f"[{i + 1:4d}/{len(plan)}] {el:6.1f}s  repeat {r + 1}/{repeats}  {cid:<14} {v:<17} "
+        print(f"[{i + 1:4d}/{len(plan)}] {el:6.1f}s  repeat {r + 1}/{repeats}  {cid:<14} {v:<18} "
               f"{res['seconds']:6.2f}s {status}", file=sys.stderr, flush=True)
         if res["ok"] and "version" in res["result"]:
             allocators[v.split("-")[0]].setdefault("version", res["result"]["version"])
