@@ -226,10 +226,10 @@ static inline void window_exit(tslab_t* a, tslab_tcache_t* tc) {
 /* A free in an era that is not active (closing, closed, gone). The slab
  * protocol is in slab.c; the era's slot counts it while it still holds the
  * era. closing_inflight keeps tslab_epoch_advance from resetting the slot
- * for a newer era while this free may still write to it. Whether the freer
- * was the allocating thread is not known any more: not a cross-thread
- * free. */
-static bool free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx, uint64_t era, uint32_t cls, uint32_t size) {
+ * for a newer era while this free may still write to it. `cross`: the freer
+ * is not the cache that formatted the slab. */
+static bool free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx, uint64_t era, uint32_t cls, uint32_t size,
+                         bool cross) {
   atomic_fetch_add_explicit(&a->closing_inflight, 1, memory_order_seq_cst);
   bool ok = tslab_slab_free_closing(a, s, idx);
   if (ok) {
@@ -237,8 +237,10 @@ static bool free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx, uint64_t era,
     if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_seq_cst)) == era) {
       atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
       atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
+      if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&a->ext_frees[cls], 1, memory_order_relaxed);
+    if (cross) atomic_fetch_add_explicit(&a->ext_xfrees[cls], 1, memory_order_relaxed);
   }
   atomic_fetch_sub_explicit(&a->closing_inflight, 1, memory_order_release);
   return ok;
@@ -287,6 +289,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (unlikely(idx == UINT32_MAX)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
   uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
   uint32_t cls = s->cls, size = s->obj_size;
+  bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
 
   window_enter(a, tc);
   if (era_active(a, era)) {
@@ -297,7 +300,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
       if (ok) count_remote_free(a, tc, era, cls, size);
     }
   } else {
-    ok = free_closing(a, s, idx, era, cls, size);
+    ok = free_closing(a, s, idx, era, cls, size, cross);
   }
   window_exit(a, tc);
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);

@@ -43,6 +43,7 @@ static void child(void) {
   for (size_t i = tslab_live_count(); i-- > 0;) {
     tslab_t* a = tslab_live_at(i);
     atomic_store(&a->cacheless_busy, 0);
+    atomic_store(&a->closing_inflight, 0);
     for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
       atomic_store(&tc->busy, 0);
       if (tc->attached && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);

@@ -119,8 +119,10 @@ struct tslab_run {
   tslab_run_t* notify_next;   /* owner cache's mutex */
   tslab_run_t* notify_prev;
 
+  /* The cache that formatted the slab or created the span; kept after a
+   * detach, to tell cross-thread frees apart. */
+  _Atomic(tslab_tcache_t*) creator;
   /* Large spans. */
-  _Atomic(tslab_tcache_t*) creator; /* the allocating cache, to tell cross-thread frees */
   _Atomic uint32_t large_state;
   uint16_t large_gen;
   size_t large_size;

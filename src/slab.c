@@ -33,6 +33,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   s->bin_next = s->bin_prev = s->notify_next = s->notify_prev = NULL;
   atomic_store_explicit(&s->era, era, memory_order_relaxed);
   atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
+  atomic_store_explicit(&s->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&s->mode, TSLAB_ATTACHED, memory_order_relaxed);
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   atomic_store_explicit(&s->live, 0, memory_order_relaxed);
