@@ -88,11 +88,12 @@ typedef enum tslab_release_policy {
   /* Every slab is released to the OS the moment it becomes empty. Lowest
    * RSS, more system calls. */
   TSLAB_RELEASE_EAGER = 1,
-  /* For very short epochs (one per request): a close hands the epoch's empty
-   * slabs to the pool instead of the OS, so the next epoch reuses them
-   * without page faults. This relaxes the close guarantee: after a close the
-   * instance keeps at most pool_resident_max bytes of empty slabs resident
-   * (of this and every other epoch); the rest is released as usual. */
+  /* For very short epochs (one per request): a close keeps the epoch's empty
+   * slabs for reuse instead of releasing them, so the next epoch gets them
+   * without page faults or system calls: each thread cache keeps up to
+   * pool_resident_max bytes of empty slabs for its next slabs of the same
+   * class, and the shared pool up to pool_resident_max more; the rest is
+   * released as usual. This relaxes the close guarantee accordingly. */
   TSLAB_RELEASE_POOLED = 2
 } tslab_release_policy_t;
 

@@ -423,9 +423,15 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t n, size_t align)
     dirty_unlink(a, r);
   }
   if (!r) r = take_clean(a, n, align);
-  /* Recycled: memory that served before, resident or released since. */
-  if (r) atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
-  if (!r) r = take_top(a, n, align);
+  /* Recycled: memory that served before, resident or released since
+   * (released runs at the top merge back into the unused range). */
+  bool recycled = r != NULL;
+  if (!r) {
+    r = take_top(a, n, align);
+    recycled = r && h->top <= h->top_max;
+  }
+  if (h->top > h->top_max) h->top_max = h->top;
+  if (recycled) atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
   if (!r && h->lru_head) {
     /* Out of address space or commit: turn the dirty pool into clean runs
      * (which coalesce) and try once more. */

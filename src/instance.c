@@ -124,6 +124,7 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
   uint64_t counted = 0;
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) counted += atomic_load(&a->cls_slabs[c]);
   uint64_t large = atomic_load(&a->large_allocs) - atomic_load(&a->large_frees);
+  counted += atomic_load(&a->spare_slabs);
   if (counted + large != slabs) {
     if (bad++ == 0 && report && cap)
       snprintf(report, cap, "slab counters say %llu, the heap holds %llu",

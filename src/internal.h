@@ -83,7 +83,7 @@ enum tslab_run_kind {
 
 enum tslab_slab_mode { TSLAB_ATTACHED = 0, TSLAB_DETACHED = 1 };
 enum tslab_notify { TSLAB_NOTIFY_NONE = 0, TSLAB_NOTIFY_ARMED = 1, TSLAB_NOTIFY_QUEUED = 2 };
-enum tslab_bin_list { TSLAB_LIST_NONE = 0, TSLAB_LIST_CUR, TSLAB_LIST_READY, TSLAB_LIST_PARKED };
+enum tslab_bin_list { TSLAB_LIST_NONE = 0, TSLAB_LIST_CUR, TSLAB_LIST_READY, TSLAB_LIST_PARKED, TSLAB_LIST_SPARE };
 enum tslab_large_state { TSLAB_LARGE_LIVE = 1, TSLAB_LARGE_FREED = 2 };
 
 typedef struct tslab_tcache tslab_tcache_t;
@@ -177,6 +177,10 @@ struct tslab_tcache {
    * owner sets bits when a bin takes an era; the closer (owner quiescent)
    * visits and clears only those. Lives after the bins in the mapping. */
   uint64_t (*slot_classes)[2];
+  /* Pooled policy: empty slabs by class, reused by this cache without the
+   * heap (mutex; heads also read without it as a hint). */
+  _Atomic(tslab_run_t*) spare[TSLAB_CLASSES];
+  size_t spare_bytes;         /* mu */
   /* This thread's counts of closed eras, folded in by closers (atomic add,
    * closers are serialised by the epoch mutex; the owner only reads). */
   _Atomic uint64_t folded_allocs, folded_frees, folded_xfrees, folded_slow;
@@ -235,6 +239,7 @@ typedef struct tslab_heap {
   tslab_run_t* lru_tail;
   size_t dirty_bytes;
   size_t top;                         /* granules handed out from the start */
+  size_t top_max;                     /* highest top so far */
   size_t committed;                   /* bytes made usable */
   /* Descriptor and bitmap storage (metadata region). */
   tslab_run_t* free_descs;
@@ -294,6 +299,7 @@ struct tslab {
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
   _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced;
   _Atomic uint64_t resident_bytes;    /* runs handed out or dirty, not released */
+  _Atomic uint64_t spare_slabs;       /* empty slabs kept by caches (pooled policy) */
   _Atomic uint64_t clean_bytes;
   _Atomic uint64_t meta_bytes;
 
@@ -393,6 +399,8 @@ TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s);
+TSLAB_INTERNAL bool tslab_tcache_spare_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
+TSLAB_INTERNAL tslab_run_t* tslab_tcache_spare_pop(tslab_t* a, tslab_tcache_t* tc, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
                                              tslab_run_t** detached);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -175,7 +174,11 @@ TSLAB_API uint64_t tslab_process_rss(void) {
   ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
   if (n <= 0) return 0;
   buf[n] = 0;
-  unsigned long long size = 0, resident = 0;
-  if (sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  /* "size resident shared ...": the second field, in pages. */
+  const char* c = buf;
+  while (*c && *c != ' ') c++;
+  if (*c != ' ') return 0;
+  uint64_t resident = 0;
+  for (c++; *c >= '0' && *c <= '9'; c++) resident = resident * 10 + (uint64_t)(*c - '0');
   return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }

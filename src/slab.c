@@ -12,20 +12,9 @@ static bool era_holds_slot(tslab_t* a, uint64_t era) {
   return TSLAB_STATE_ERA(atomic_load_explicit(&slot_of_era(a, era)->state, memory_order_acquire)) == era;
 }
 
-TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era) {
-  const tslab_class_info_t* ci = &tslab_classes[cls];
-  tslab_run_t* s = tslab_heap_alloc(a, ci->granules, 1);
-  if (!s) return NULL;
-  if (!tslab_heap_bitmaps(a, s, ci->words)) {
-    atomic_store_explicit(&s->era, era, memory_order_relaxed);
-    tslab_heap_retire(a, s, false);
-    return NULL;
-  }
-  s->cls = (uint8_t)cls;
-  s->words = (uint16_t)ci->words;
-  s->obj_size = ci->size;
-  s->capacity = ci->capacity;
-  s->recip = ci->recip;
+/* Give an empty, formatted slab to cache tc for `era`: owner-private state
+ * from scratch, and the slab counts for the era again. */
+static void slab_attach(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint64_t era) {
   s->used = 0;
   s->hint = 0;
   s->list = TSLAB_LIST_NONE;
@@ -37,6 +26,35 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   atomic_store_explicit(&s->mode, TSLAB_ATTACHED, memory_order_relaxed);
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   atomic_store_explicit(&s->live, 0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->slabs_created, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+  tslab_epoch_slot_t* es = slot_of_era(a, era);
+  atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->slab_bytes, (size_t)s->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
+}
+
+TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era) {
+  tslab_run_t* s = tslab_tcache_spare_pop(a, tc, cls);
+  if (s) {
+    /* An empty slab of this class kept by the pooled policy: already
+     * formatted, bitmaps clear. */
+    atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
+    slab_attach(a, tc, s, era);
+    return s;
+  }
+  const tslab_class_info_t* ci = &tslab_classes[cls];
+  s = tslab_heap_alloc(a, ci->granules, 1);
+  if (!s) return NULL;
+  if (!tslab_heap_bitmaps(a, s, ci->words)) {
+    atomic_store_explicit(&s->era, era, memory_order_relaxed);
+    tslab_heap_retire(a, s, false);
+    return NULL;
+  }
+  s->cls = (uint8_t)cls;
+  s->words = (uint16_t)ci->words;
+  s->obj_size = ci->size;
+  s->capacity = ci->capacity;
+  s->recip = ci->recip;
   atomic_store_explicit(&s->gens, NULL, memory_order_relaxed);
   for (uint32_t w = 0; w < ci->words; w++) {
     atomic_store_explicit(&s->alloc[w], 0, memory_order_relaxed);
@@ -46,17 +64,11 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
    * never returns them; used does not count them. */
   uint32_t tail = ci->capacity & 63;
   if (tail) atomic_store_explicit(&s->alloc[ci->words - 1], ~0ull << tail, memory_order_relaxed);
+  slab_attach(a, tc, s, era);
   atomic_store_explicit(&s->kind, TSLAB_RUN_SLAB, memory_order_release);
   size_t g0 = (size_t)(s->start - a->base) >> TSLAB_GRANULE_SHIFT;
   for (size_t g = g0; g < g0 + s->granules; g++)
     atomic_store_explicit(&a->map[g], s, memory_order_release);
-
-  size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
-  atomic_fetch_add_explicit(&a->slabs_created, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->cls_slabs[cls], 1, memory_order_relaxed);
-  tslab_epoch_slot_t* es = slot_of_era(a, era);
-  atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->slab_bytes, bytes, memory_order_relaxed);
   return s;
 }
 
@@ -77,9 +89,14 @@ static bool slab_unaccount(tslab_t* a, tslab_run_t* s) {
   return st != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) && a->config.release_policy != TSLAB_RELEASE_POOLED;
 }
 
-/* Hand a slab no longer in use back to the heap. */
+/* Hand an empty slab that left use back: under the pooled policy to its
+ * creating cache's spares, else (or over that cache's budget) to the heap,
+ * which releases it when its era is no longer active. */
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s) {
-  tslab_heap_retire(a, s, slab_unaccount(a, s));
+  bool release = slab_unaccount(a, s);
+  tslab_tcache_t* creator = atomic_load_explicit(&s->creator, memory_order_relaxed);
+  if (a->config.release_policy == TSLAB_RELEASE_POOLED && creator && tslab_tcache_spare_push(a, creator, s)) return;
+  tslab_heap_retire(a, s, release);
 }
 
 /* The slots of `bits` in word w were freed through remote bits: their
@@ -207,6 +224,8 @@ TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t
                                              bool* release) {
   if (atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta != 0) return;
   *release = slab_unaccount(a, s);
+  tslab_tcache_t* creator = atomic_load_explicit(&s->creator, memory_order_relaxed);
+  if (a->config.release_policy == TSLAB_RELEASE_POOLED && creator && tslab_tcache_spare_push(a, creator, s)) return;
   s->heap_next = *empty;
   *empty = s;
 }
@@ -247,7 +266,12 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
   }
   uint64_t era = atomic_load(&s->era);
   if (era == 0 || era > atomic_load(&a->current)) REPORT("slab %p has era %llu", (void*)s->start, (unsigned long long)era);
-  if (atomic_load(&s->mode) == TSLAB_ATTACHED) {
+  if (s->list == TSLAB_LIST_SPARE) {
+    uint64_t pending = 0;
+    for (uint32_t w = 0; w < s->words; w++) pending |= atomic_load(&s->remote[w]);
+    if (set != 0 || pending) REPORT("spare slab %p is not empty", (void*)s->start);
+    if (atomic_load(&s->owner)) REPORT("spare slab %p has an owner", (void*)s->start);
+  } else if (atomic_load(&s->mode) == TSLAB_ATTACHED) {
     if (set != s->used) REPORT("attached slab %p: used %u but %u slots allocated", (void*)s->start, s->used, set);
     if (!atomic_load(&s->owner)) REPORT("attached slab %p has no owner", (void*)s->start);
   } else {

@@ -71,6 +71,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   out->requested_bytes_total = t.requested + ld(&a->requested_bytes);
 
   pthread_mutex_lock(&a->heap.mu);
+  out->slabs_empty = ld(&a->spare_slabs);
   for (tslab_run_t* r = a->heap.lru_head; r; r = r->lru_next) out->slabs_empty++;
   uint64_t clean = 0;
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++)

@@ -118,6 +118,63 @@ TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin
   atomic_store_explicit(&s->owner, NULL, memory_order_release);
 }
 
+/* Pooled policy: keep an empty slab that left its era for this cache's next
+ * slab of the class, while the cache keeps at most pool_resident_max bytes
+ * of them. Any thread may call it (closer, detached frees, the owner). */
+TSLAB_INTERNAL bool tslab_tcache_spare_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
+  size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
+  bool kept = false;
+  pthread_mutex_lock(&tc->mu);
+  if (tc->spare_bytes + bytes <= a->config.pool_resident_max) {
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    atomic_store_explicit(&s->mode, TSLAB_DETACHED, memory_order_relaxed);
+    s->list = TSLAB_LIST_SPARE;
+    s->heap_next = atomic_load_explicit(&tc->spare[s->cls], memory_order_relaxed);
+    atomic_store_explicit(&tc->spare[s->cls], s, memory_order_relaxed);
+    tc->spare_bytes += bytes;
+    atomic_fetch_add_explicit(&a->spare_slabs, 1, memory_order_relaxed);
+    kept = true;
+  }
+  pthread_mutex_unlock(&tc->mu);
+  return kept;
+}
+
+/* Owner: an empty slab of class cls kept by this cache, or NULL. */
+TSLAB_INTERNAL tslab_run_t* tslab_tcache_spare_pop(tslab_t* a, tslab_tcache_t* tc, uint32_t cls) {
+  if (!atomic_load_explicit(&tc->spare[cls], memory_order_relaxed)) return NULL;
+  pthread_mutex_lock(&tc->mu);
+  tslab_run_t* s = atomic_load_explicit(&tc->spare[cls], memory_order_relaxed);
+  if (s) {
+    atomic_store_explicit(&tc->spare[cls], s->heap_next, memory_order_relaxed);
+    s->heap_next = NULL;
+    tc->spare_bytes -= (size_t)s->granules << TSLAB_GRANULE_SHIFT;
+    atomic_fetch_sub_explicit(&a->spare_slabs, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&tc->mu);
+  return s;
+}
+
+/* The cache's spares go back to the heap (thread exit, flush). */
+static void spares_to_heap(tslab_t* a, tslab_tcache_t* tc) {
+  tslab_run_t* list = NULL;
+  pthread_mutex_lock(&tc->mu);
+  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+    tslab_run_t* s = atomic_load_explicit(&tc->spare[c], memory_order_relaxed);
+    while (s) {
+      tslab_run_t* next = s->heap_next;
+      s->list = TSLAB_LIST_NONE;
+      s->heap_next = list;
+      list = s;
+      atomic_fetch_sub_explicit(&a->spare_slabs, 1, memory_order_relaxed);
+      s = next;
+    }
+    atomic_store_explicit(&tc->spare[c], NULL, memory_order_relaxed);
+  }
+  tc->spare_bytes = 0;
+  pthread_mutex_unlock(&tc->mu);
+  if (list) tslab_heap_retire_list(a, list, false);
+}
+
 /* Owner: a parked slab has free slots again. */
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s) {
   list_remove(&bin->parked, s);
@@ -394,6 +451,7 @@ TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
 
 /* Owner: collect every owned slab of active eras and give empty ones back. */
 static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
+  spares_to_heap(a, tc);
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_busy_enter(tc);
     uint64_t st = atomic_load_explicit(&a->ring[slot].state, memory_order_acquire);
