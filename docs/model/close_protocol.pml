@@ -3,44 +3,39 @@
  *
  * One slab of NSLOTS slots belongs to era e and is the current slab of the
  * owner thread's cache. Three threads race on it:
- *   owner  - allocates, frees locally (or remotely once e is closing), exits
- *            (flush, abandon, hand its objects to others) and goes on as the
- *            thread that adopts the abandoned cache;
- *   remote - frees, from another thread, every object handed to it;
+ *   owner  - allocates, frees (local while e is ACTIVE, the closing free
+ *            after), exits (flush, abandon, hand its objects to others) and
+ *            goes on as the thread that adopts the abandoned cache;
+ *   remote - another thread with a cache of its own: frees, in its own busy
+ *            window, every object handed to it (remote or closing free);
  *   closer - tslab_epoch_close(e): publish CLOSING, membarrier, wait for
- *            busy == 0, detach the slab (or release it from the page heap).
+ *            every busy flag, detach (4a), fence and wait again, add `live`
+ *            (4b), release the retired run of e (5).
  *
  * Memory model. Shared words are sequentially consistent except the one
  * reordering the protocol is about: a thread's relaxed store to its cache's
  * `busy` flag sits in a store buffer (one entry per thread, drained by the
- * `drain` process at any time), so the thread's later load of the epoch
- * state can complete before the store is visible: the store-buffering
- * pattern against the closer's CLOSING store and busy load. membarrier()
- * drains every thread's buffer at one point of the closer (a full barrier on
- * each running thread, a context switch on the others). The owner's other writes are visible at once; they
- * are ordered after the busy store only by its state check, which is the
- * point of the protocol. Non-atomic read-modify-writes of the owner (the
- * plain stores on alloc[] and used) are split into a load and a store, so a
- * concurrent atomic update by another thread can be lost, as in the code.
+ * `drain` process at any time), so the thread's later loads can complete
+ * before the store is visible: the store-buffering pattern against the
+ * closer's CLOSING (or DETACHED) store and its busy load. A seq_cst fence of
+ * a thread drains its own buffer; membarrier() drains every thread's buffer
+ * at one point of the closer (a full barrier on each running thread, a
+ * context switch on the others). Owner read-modify-writes of alloc[] and
+ * `used` are a plain load and a plain store, so a concurrent atomic update by
+ * another thread can be lost, as it would be in the code.
  *
- * Build-time switches:
- *   -DNSLOTS=3        three slots instead of two
- *   -DMAXOPS=n        operations of the owner before it frees what it holds
- *   -DNO_MEMBARRIER   the closer skips step 2: must fail (a safety assertion)
- *   -DFENCE_FALLBACK  with NO_MEMBARRIER: the fast path issues a seq_cst
- *                     fence after its busy store instead (must pass)
- *   -DSTRICT_RELEASE  also assert that nobody touches slab metadata after the
- *                     slab is released (fails: see docs/TESTING.md)
- *   -DFREE_IN_WINDOW  the free path of src/alloc.c since the core moved
- *                     non-owner frees into the freer's busy window: the
- *                     era's state, not the slab's mode, picks the attached
- *                     (fetch_or on remote[], no re-check) or the detached
- *                     (fetch_and on alloc[], live--) protocol. Fails: a
- *                     detached free between CLOSING and detach races the
- *                     owner's plain store on alloc[] (docs/TESTING.md)
- *   -DFIX_BY_MODE     with FREE_IN_WINDOW: a free that does not read ACTIVE
- *                     takes the protocol of section 3.1 keyed on `mode`
- *                     (must pass)
+ * Build-time switches: the protocol as documented passes; each variant that
+ * drops one of its parts must fail, which shows the part is needed and the
+ * model can see its absence.
+ *   -DNSLOTS=3            three slots instead of two
+ *   -DMAXOPS=n            operations of the owner before it frees what it holds
+ *   -DNO_MEMBARRIER       the closer skips step 2 (fails)
+ *   -DFENCE_FALLBACK      with NO_MEMBARRIER: every busy window fences after
+ *                         its busy store, as where membarrier is missing (passes)
+ *   -DNO_CLOSING_FENCE    the closing free reads `mode` without its fence (fails)
+ *   -DNO_SECOND_WAIT      the closer adds `live` right after detaching (fails)
+ *   -DSTATE_KEYED         the closing free takes the detached path whenever
+ *                         the era is not ACTIVE, without reading `mode` (fails)
  *
  * Ghost state: holder[i] says who holds slot i's object (the user's view),
  * pending[i] is set from the moment a free takes effect for the user until
@@ -66,8 +61,8 @@
 
 /* slab descriptor */
 byte alloc_bits;      /* alloc[]: 1 = slot allocated */
-byte remote_bits;     /* remote[]: freed by another thread, not collected */
-byte used;            /* owner-private: allocated minus collected frees */
+byte remote_bits;     /* remote[]: freed by a non-owner, not collected */
+byte used;            /* owner-private: handed out minus collected frees */
 short live;           /* DETACHED accounting, may go below zero transiently */
 bit mode = ATTACHED;
 bit owned = 1;        /* `owner` field: the cache owns the slab */
@@ -86,10 +81,11 @@ bit sb_val[2];
 /* ghosts */
 byte holder[NSLOTS];
 bit pending[NSLOTS];
-byte inflight;        /* free calls that have not returned */
+byte inflight;
 bit owner_done, remote_done, close_started, close_done;
 
 #define BIT(i) (1 << (i))
+#define POP(x) ((((x) >> 0) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1))
 #if NSLOTS == 3
 #define HELD_BY(t) (holder[0] == t || holder[1] == t || holder[2] == t)
 #define ANY_PENDING (pending[0] || pending[1] || pending[2])
@@ -98,24 +94,21 @@ bit owner_done, remote_done, close_started, close_done;
 #define ANY_PENDING (pending[0] || pending[1])
 #endif
 #define HELD (HELD_BY(T0) || HELD_BY(T1))
-#define POP(x) ((((x) >> 0) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1))
 
-#ifdef STRICT_RELEASE
+/* Nobody reads or writes a slab's descriptor once it is released: 6.1 step
+ * 4b promises that no slab is retired under a free's feet. */
 #define TOUCH() assert(!released)
-#else
-#define TOUCH() skip
-#endif
 
 /* ---- the busy window (section 5) ---------------------------------------- */
 
-inline flush_store_buffer(t) {
+inline fence(t) {
   atomic { if :: sb_full[t] -> busy[t] = sb_val[t]; sb_full[t] = 0 :: else -> skip fi }
 }
 
 inline busy_enter(t) {
   atomic { sb_full[t] == 0 -> sb_val[t] = 1; sb_full[t] = 1 }
 #ifdef FENCE_FALLBACK
-  flush_store_buffer(t);
+  fence(t);
 #endif
 }
 
@@ -134,15 +127,16 @@ end:
 /* ---- accounting ---------------------------------------------------------- */
 
 inline account(i) {
-  atomic { assert(pending[i]); pending[i] = 0 }
+  assert(pending[i]);
+  pending[i] = 0
 }
 
 inline account_bits(r) {
   atomic {
-    if :: r & BIT(0) -> assert(pending[0]); pending[0] = 0 :: else -> skip fi;
-    if :: r & BIT(1) -> assert(pending[1]); pending[1] = 0 :: else -> skip fi;
+    if :: r & BIT(0) -> account(0) :: else -> skip fi;
+    if :: r & BIT(1) -> account(1) :: else -> skip fi;
 #if NSLOTS == 3
-    if :: r & BIT(2) -> assert(pending[2]); pending[2] = 0 :: else -> skip fi;
+    if :: r & BIT(2) -> account(2) :: else -> skip fi;
 #endif
   }
 }
@@ -156,61 +150,52 @@ inline release_slab() {
   }
 }
 
-/* A free by a thread whose slab is detached, or (FREE_IN_WINDOW) whose era
- * is not ACTIVE. */
+/* ---- free paths (section 3.1), all inside the freer's busy window ------- */
+
+/* DETACHED: clearing the alloc bit is the accounting event. */
 inline detached_free(i, old) {
-  atomic {                                           /* clearing the bit accounts for it */
+  atomic {
+    TOUCH();
     old = alloc_bits; alloc_bits = alloc_bits & ~BIT(i);
     assert(old & BIT(i));
     account(i)
   }
-  atomic { old = live; live = live - 1 }
+  atomic { TOUCH(); old = live; live = live - 1 }
   if :: old == 1 -> release_slab() :: else -> skip fi
 }
 
-/* A free the owner path could not take (docs/ARCHITECTURE.md 3.1). */
-inline remote_free(i, m, old) {
-  TOUCH();
-  m = mode;
+inline set_remote(i, old) {
+  assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));   /* relaxed validation */
+  atomic { TOUCH(); old = remote_bits; remote_bits = remote_bits | BIT(i) }
+  assert(!(old & BIT(i)))                                      /* a valid free is no double free */
+}
+
+/* The era is not ACTIVE: the closer may be anywhere in steps 2-5. */
+inline closing_free(t, i, m, old) {
+#ifdef STATE_KEYED
+  detached_free(i, old)
+#else
+#ifndef NO_CLOSING_FENCE
+  fence(t);
+#endif
+  atomic { TOUCH(); m = mode }
   if
-  :: m == ATTACHED ->
-     assert(alloc_bits & BIT(i));                    /* relaxed validation */
-     atomic { old = remote_bits; remote_bits = remote_bits | BIT(i) }
-     assert(!(old & BIT(i)));                        /* a valid free is no double free */
-     TOUCH();
-     m = mode;                                       /* seq_cst re-check */
+  :: m == DETACHED -> detached_free(i, old)
+  :: else ->
+     set_remote(i, old);
+     atomic { TOUCH(); m = mode }                              /* seq_cst re-check */
      if
      :: m == DETACHED ->
-        TOUCH();
-        atomic { old = remote_bits; remote_bits = remote_bits & ~BIT(i) }
+        atomic { TOUCH(); old = remote_bits; remote_bits = remote_bits & ~BIT(i) }
         if
-        :: old & BIT(i) -> detached_free(i, old)     /* took it back: ours to account */
-        :: else -> skip                              /* the owner or the closer took it */
+        :: old & BIT(i) -> detached_free(i, old)               /* took it back: ours */
+        :: else -> skip                                        /* the closer took it */
         fi
      :: else -> skip
      fi
-  :: else -> detached_free(i, old)
   fi
-}
-
-#ifdef FREE_IN_WINDOW
-/* src/alloc.c free_general: inside the freer's busy window, st read there.
- * With ACTIVE read in a busy window the closer cannot detach before the
- * fetch_or (it waits for the window), so no re-check is needed. */
-inline window_free(st, i, m, old) {
-  if
-  :: st == ACTIVE ->
-     assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));
-     atomic { old = remote_bits; remote_bits = remote_bits | BIT(i) }
-     assert(!(old & BIT(i)))
-#ifdef FIX_BY_MODE
-  :: else -> remote_free(i, m, old)                  /* proposed fix: mode decides */
-#else
-  :: else -> detached_free(i, old)
 #endif
-  fi
 }
-#endif
 
 /* Owner-private collection of remote frees (inside the busy window). */
 inline collect(r, tmp) {
@@ -256,23 +241,16 @@ inline owner_free(i, st, own, m, old, tmp) {
   st = state;
   own = owned;
   if
-  :: st == ACTIVE && own ->
+  :: st == ACTIVE && own ->                          /* local free */
      owner_path_ok();
      assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));
      tmp = alloc_bits;
      alloc_bits = tmp & ~BIT(i);
-     used--;
-     account(i);
-     busy_leave(0)
-  :: else ->
-#ifdef FREE_IN_WINDOW
-     window_free(st, i, m, old);
-     busy_leave(0)
-#else
-     busy_leave(0);
-     remote_free(i, m, old)
-#endif
+     atomic { used--; account(i) }
+  :: st == ACTIVE && !own -> set_remote(i, old)      /* retired and not ours: unreachable with one slab */
+  :: else -> closing_free(0, i, m, old)
   fi;
+  busy_leave(0);
   inflight--
 }
 
@@ -330,17 +308,16 @@ active proctype owner() {
 
 /* ---- another thread: cross-thread frees ---------------------------------- */
 
-/* The other thread's free: its own cache never owns the slab. */
 inline other_free(i, st, m, old) {
+  atomic { holder[i] == T1 -> holder[i] = NONE; pending[i] = 1; inflight++ }
   busy_enter(1);
   st = state;
-#ifdef FREE_IN_WINDOW
-  window_free(st, i, m, old);
-  busy_leave(1)
-#else
+  if
+  :: st == ACTIVE -> set_remote(i, old)              /* remote free */
+  :: else -> closing_free(1, i, m, old)
+  fi;
   busy_leave(1);
-  remote_free(i, m, old)
-#endif
+  inflight--
 }
 
 active proctype remote() {
@@ -348,13 +325,10 @@ active proctype remote() {
   short old;
   bit m;
   do
-  :: atomic { holder[0] == T1 -> holder[0] = NONE; pending[0] = 1; inflight++ };
-     other_free(0, st, m, old); inflight--
-  :: atomic { holder[1] == T1 -> holder[1] = NONE; pending[1] = 1; inflight++ };
-     other_free(1, st, m, old); inflight--
+  :: holder[0] == T1 -> other_free(0, st, m, old)
+  :: holder[1] == T1 -> other_free(1, st, m, old)
 #if NSLOTS == 3
-  :: atomic { holder[2] == T1 -> holder[2] = NONE; pending[2] = 1; inflight++ };
-     other_free(2, st, m, old); inflight--
+  :: holder[2] == T1 -> other_free(2, st, m, old)
 #endif
   :: owner_done && !HELD_BY(T1) -> break
   od;
@@ -365,15 +339,16 @@ active proctype remote() {
 
 active proctype closer() {
   byte r;
-  short old, n;
+  short old, delta;
+  bit detached;
   close_started = 1;
   state = CLOSING;                                   /* step 1, seq_cst */
 #ifndef NO_MEMBARRIER
-  atomic { flush_store_buffer(0); flush_store_buffer(1) } /* step 2: membarrier */
+  atomic { fence(0); fence(1) }                      /* step 2: membarrier */
 #endif
   busy[0] == 0;                                      /* step 3: wait (acquire) */
   busy[1] == 0;
-  if                                                 /* step 4: detach */
+  if                                                 /* step 4a: detach */
   :: in_cache ->
      TOUCH();
      mode = DETACHED;
@@ -381,10 +356,19 @@ active proctype closer() {
      atomic { r = remote_bits; remote_bits = 0 }
      atomic { old = alloc_bits; alloc_bits = alloc_bits & ~r }
      account_bits(r);
-     n = used - POP(r);
+     delta = used - POP(r);
      in_cache = 0;
-     atomic { old = live; live = live + n }
-     if :: old + n == 0 -> release_slab() :: else -> skip fi
+     detached = 1
+  :: else -> skip
+  fi;
+#ifndef NO_SECOND_WAIT
+  busy[0] == 0;                                      /* step 4b: fence (SC here), wait again */
+  busy[1] == 0;
+#endif
+  if
+  :: detached ->
+     atomic { TOUCH(); old = live; live = live + delta }
+     if :: old + delta == 0 -> release_slab() :: else -> skip fi
   :: else -> skip
   fi;
   if                                                 /* step 5: dirty runs of e */
