@@ -605,7 +605,9 @@ static void setup(input_t* in) {
   cfg.reserve_bytes = RESERVE;
   cfg.max_alloc_size = RESERVE / 2;
   uint8_t policy = u8(in);
-  cfg.release_policy = (policy & 1) ? TSLAB_RELEASE_EAGER : TSLAB_RELEASE_ON_CLOSE;
+  static const tslab_release_policy_t release[] = {TSLAB_RELEASE_ON_CLOSE, TSLAB_RELEASE_EAGER,
+                                                   TSLAB_RELEASE_POOLED, TSLAB_RELEASE_ON_CLOSE};
+  cfg.release_policy = release[(policy & 1) | (policy >> 1 & 2)];
   cfg.advance_policy = (policy & 2) ? TSLAB_ADVANCE_NEXT_SLOT : TSLAB_ADVANCE_SKIP_OPEN;
   m.skip_open = cfg.advance_policy == TSLAB_ADVANCE_SKIP_OPEN;
   m.ring = cfg.epoch_ring_size;

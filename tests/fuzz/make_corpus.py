@@ -32,7 +32,7 @@ def alloc(sz, era=ERA_CUR):
 
 
 def setup(ring_shift, policy):
-    """policy: bit 0 eager release, bit 1 next-slot advance."""
+    """policy: bit 0 eager release, bit 1 next-slot advance, bit 2 (without bit 0) pooled release."""
     return bytes([ring_shift, policy])
 
 
@@ -82,6 +82,7 @@ def seeds():
     body += bytes([DOMAINS, 3, 1]) + bytes([DOMAINS, 3, 0]) + bytes([DOMAINS, 4, 0]) + size(3, 10)
     body += bytes([DOMAINS, 6, 0]) + bytes([DOMAINS, 5, 0]) + bytes([DOMAINS, 6, 0])
     s["domains"] = setup(1, 0) + body
+    s["domains_pooled"] = setup(2, 4) + body
     rng = random.Random(6)
     for i in range(3):
         s["random%d" % i] = bytes(rng.randrange(256) for _ in range(600))
