@@ -193,6 +193,9 @@ static void test_release(tslab_release_policy_t policy) {
   CHECK(tslab_fault_injected() >= 1);
   tslab_stats_global(a, &after);
   CHECK_EQ_U(after.release_calls_total, before.release_calls_total);
+  /* Every refusal is counted, and nothing was counted as released. */
+  CHECK_EQ_U(after.release_failures_total - before.release_failures_total, tslab_fault_injected());
+  CHECK_EQ_U(after.release_bytes_total, before.release_bytes_total);
   check_objects(objs);
 
   tslab_fault_clear();
