@@ -16,7 +16,7 @@
 #include "test_util.h"
 
 #define HAMMERS 3
-#define FORKS 40
+#define FORKS 24
 #define CHILD_DEADLINE_S 30
 #define NOBJ 32
 
