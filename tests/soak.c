@@ -122,12 +122,10 @@ static void* worker(void* arg) {
 static void* epoch_thread(void* arg) {
   (void)arg;
   struct timespec nap = {0, 3000000};
-  while (!atomic_load(&stop)) {
-    tslab_epoch_t e = tslab_epoch_advance(a);
-    if (e > OPEN_EPOCHS) {
-      int st = tslab_epoch_close(a, e - OPEN_EPOCHS);
-      if (st != TSLAB_OK) atomic_fetch_add(&unexpected, 1);
-    }
+  tslab_epoch_t open[OPEN_EPOCHS] = {0}; /* era numbers may skip: remember them */
+  for (unsigned n = 0; !atomic_load(&stop); n = (n + 1) % OPEN_EPOCHS) {
+    if (open[n] && tslab_epoch_close(a, open[n]) != TSLAB_OK) atomic_fetch_add(&unexpected, 1);
+    open[n] = tslab_epoch_advance(a);
     atomic_fetch_add(&epochs, 1);
     nanosleep(&nap, NULL);
   }

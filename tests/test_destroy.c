@@ -56,7 +56,7 @@ static void* user(void* arg) {
     memset(keep[i], pattern(i, 0), size[i]);
     if (n % 4096 == 4095) { /* epochs come and go under the objects */
       tslab_epoch_t next = tslab_epoch_advance(u->inst);
-      tslab_epoch_close(u->inst, next - 1);
+      if (tslab_epoch_close(u->inst, e) != TSLAB_OK) u->bad++;
       e = next;
     }
     atomic_store(&u->rounds, n);

@@ -30,6 +30,7 @@ static void* hammer(void* arg) {
   static void* _Atomic handoff[HAMMERS];
   void* keep[64] = {0};
   unsigned n = 0;
+  tslab_epoch_t older = 0, newer = tslab_epoch_current(a);
   while (!atomic_load(&stop)) {
     tslab_epoch_t e = tslab_epoch_current(a);
     size_t size = 16 + (n * 37u + id * 1000u) % 3000;
@@ -43,9 +44,11 @@ static void* hammer(void* arg) {
       void* theirs = atomic_exchange(&handoff[(id + 1) % HAMMERS], p);
       if (theirs) tslab_free(a, theirs);
     }
-    if (id == 0 && n % 500 == 0) {
+    if (id == 0 && n % 500 == 0) { /* keep two epochs open, close the one before */
       tslab_epoch_t next = tslab_epoch_advance(a);
-      tslab_epoch_close(a, next - 2);
+      if (older) tslab_epoch_close(a, older);
+      older = newer;
+      newer = next;
     }
     n++;
   }
