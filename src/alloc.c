@@ -135,9 +135,13 @@ TSLAB_API void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
   if (likely(a != NULL && size - 1 < TSLAB_SMALL_MAX)) {
     if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
       tslab_tcache_t* tc = tslab_tls_last.tc;
-      tslab_bin_t* bin = tslab_bin(a, tc, e, tslab_class_of(size));
+      /* Addresses first: the busy store could alias them for the compiler. */
+      uint32_t slot = (uint32_t)(e & a->ring_mask);
+      _Atomic uint64_t* state = &a->ring[slot].state;
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
       tslab_busy_enter(tc);
-      if (likely(era_active(a, e) && bin->mask != 0)) {
+      if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
+                 bin->mask != 0)) {
         void* p = bin_pop(bin, size);
         tslab_busy_exit(tc);
         return p;
@@ -248,8 +252,7 @@ static bool free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx, uint64_t era,
 
 /* Owner free of slot idx of s, in the busy window with s's era active.
  * Plain loads and stores only (invariant S1). */
-static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
-                                                             uint32_t idx) {
+static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s, uint32_t idx) {
   uint32_t w = idx >> 6;
   uint64_t bit = 1ull << (idx & 63);
   uint64_t al = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
@@ -257,10 +260,33 @@ static inline __attribute__((always_inline)) bool free_local(tslab_t* a, tslab_t
     return false;
   atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
   s->used--;
-  if (unlikely(atomic_load_explicit(&s->gens, memory_order_relaxed) != NULL)) tslab_slab_bump_gen(s, idx);
-  tslab_bin_t* bin = s->bin;
-  tslab_bump(&bin->frees, 1);
-  if (unlikely(s->used == 0 || s->list == TSLAB_LIST_PARKED)) after_local_free(a, tc, bin, s);
+  tslab_bump(&s->bin->frees, 1);
+  return true;
+}
+
+/* Whether a local free left work beyond the bitmap: a handle generation to
+ * bump, a slab that emptied or leaves the parked list. */
+static inline bool free_local_rare(const tslab_run_t* s) {
+  return (s->list != TSLAB_LIST_CUR && (s->used == 0 || s->list == TSLAB_LIST_PARKED)) ||
+         atomic_load_explicit(&s->gens, memory_order_relaxed);
+}
+
+/* The rare part of a local free, and the end of its busy window. Out of line
+ * and called last, so the fast path keeps no registers across calls. */
+static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
+                                                        uint32_t idx) {
+  if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
+  if (s->used == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
+  tslab_busy_exit(tc);
+  return true;
+}
+
+/* Owner free of slot idx of s, in the busy window with s's era active.
+ * Plain loads and stores only (invariant S1). */
+static bool free_local(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
+  if (!free_local_bits(s, idx)) return false;
+  if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
+  if (s->used == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
   return true;
 }
 
@@ -322,7 +348,8 @@ TSLAB_API bool tslab_free(tslab_t* a, void* p) {
         if (likely(idx != UINT32_MAX)) {
           tslab_busy_enter(tc);
           if (likely(era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
-                     free_local(a, tc, s, idx))) {
+                     free_local_bits(s, idx))) {
+            if (unlikely(free_local_rare(s))) return free_local_finish(a, tc, s, idx);
             tslab_busy_exit(tc);
             return true;
           }
