@@ -114,9 +114,11 @@ typedef enum tslab_advance_policy {
  * what you need. A NULL config means all defaults. */
 typedef struct tslab_config {
   uint32_t epoch_ring_size;     /* ring slots, a power of two in [2, 256]; default 16 */
-  size_t reserve_bytes;         /* virtual address space reserved up front; default 64 GiB */
+  size_t reserve_bytes;         /* virtual address space reserved up front, 4 MiB to 1 TiB;
+                                   default 64 GiB */
   size_t pool_resident_max;     /* empty-slab bytes the pool keeps resident; default 4 MiB */
-  size_t max_alloc_size;        /* largest request accepted; default 1 GiB */
+  size_t max_alloc_size;        /* largest request accepted, at most reserve_bytes / 2;
+                                   default 1 GiB */
   tslab_release_policy_t release_policy; /* default TSLAB_RELEASE_ON_CLOSE */
   tslab_advance_policy_t advance_policy; /* default TSLAB_ADVANCE_SKIP_OPEN */
 } tslab_config_t;
@@ -128,8 +130,10 @@ typedef struct tslab_config {
 /* Fill *config with the defaults. */
 TSLAB_API void tslab_config_init(tslab_config_t* config);
 
-/* Create an instance. NULL config = defaults. Returns NULL (and sets the
- * thread's last error) when the config is invalid or the reservation fails. */
+/* Create an instance. NULL config = defaults. Returns NULL and sets the
+ * thread's last error: TSLAB_ERR_INVALID_ARGUMENT when a config field is out
+ * of the ranges documented above (so a small reserve_bytes needs a smaller
+ * max_alloc_size too), TSLAB_ERR_OUT_OF_MEMORY when the reservation fails. */
 TSLAB_API tslab_t* tslab_create(const tslab_config_t* config);
 
 /* Destroy an instance and unmap all of its memory, live objects included.

@@ -18,8 +18,12 @@ static void lock_instance(tslab_t* a) {
   /* A thread still busy is either about to finish (a few instructions) or
    * blocked on one of the mutexes held here, at a point where its cache's
    * lists are consistent. Give the first kind a moment. */
+  int budget = 100; /* yields for all caches together: fork stays fast */
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next)
-    for (int i = 0; i < 1000 && atomic_load_explicit(&tc->busy, memory_order_acquire); i++) sched_yield();
+    while (budget > 0 && atomic_load_explicit(&tc->busy, memory_order_acquire)) {
+      sched_yield();
+      budget--;
+    }
 }
 
 static void unlock_instance(tslab_t* a) {
