@@ -174,17 +174,12 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
 }
 
 TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e) {
-  if (!a) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   pthread_mutex_lock(&a->epoch_mu);
   int status = tslab_epoch_reject_status(a, e);
   if (status == TSLAB_OK) close_locked(a, e, false);
   pthread_mutex_unlock(&a->epoch_mu);
-  if (status == TSLAB_ERR_EPOCH_CLOSED) return TSLAB_OK;
-  if (status != TSLAB_OK) tslab_set_error(status);
-  return status;
+  return status == TSLAB_ERR_EPOCH_CLOSED ? TSLAB_OK : tslab_fail(status);
 }
 
 TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
@@ -239,13 +234,8 @@ static int ring_status(tslab_t* a, uint64_t e) {
   return st == TSLAB_ERR_EPOCH_CLOSED ? TSLAB_OK : st;
 }
 
-static int fail(int status) {
-  if (status != TSLAB_OK) tslab_set_error(status);
-  return status;
-}
-
 TSLAB_API int tslab_epoch_set_label(tslab_t* a, tslab_epoch_t e, const char* label) {
-  if (!a) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   pthread_mutex_lock(&a->epoch_mu);
   int st = ring_status(a, e);
   if (st == TSLAB_OK) {
@@ -260,11 +250,11 @@ TSLAB_API int tslab_epoch_set_label(tslab_t* a, tslab_epoch_t e, const char* lab
     }
   }
   pthread_mutex_unlock(&a->epoch_mu);
-  return fail(st);
+  return tslab_fail(st);
 }
 
 TSLAB_API int tslab_epoch_get_label(tslab_t* a, tslab_epoch_t e, char* buf, size_t cap) {
-  if (!a || (!buf && cap)) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  if (!a || (!buf && cap)) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   pthread_mutex_lock(&a->epoch_mu);
   int st = ring_status(a, e);
   if (st == TSLAB_OK && cap) {
@@ -272,22 +262,22 @@ TSLAB_API int tslab_epoch_get_label(tslab_t* a, tslab_epoch_t e, char* buf, size
     buf[cap - 1] = 0;
   }
   pthread_mutex_unlock(&a->epoch_mu);
-  return fail(st);
+  return tslab_fail(st);
 }
 
 /* Refcounts are changed under the epoch mutex so an era cannot leave the
  * ring between the check and the update. */
 TSLAB_API int tslab_epoch_ref(tslab_t* a, tslab_epoch_t e) {
-  if (!a) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   pthread_mutex_lock(&a->epoch_mu);
   int st = ring_status(a, e);
   if (st == TSLAB_OK) atomic_fetch_add(&a->ring[e & a->ring_mask].refcount, 1);
   pthread_mutex_unlock(&a->epoch_mu);
-  return fail(st);
+  return tslab_fail(st);
 }
 
 TSLAB_API int tslab_epoch_unref(tslab_t* a, tslab_epoch_t e) {
-  if (!a) return fail(TSLAB_ERR_INVALID_ARGUMENT);
+  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   pthread_mutex_lock(&a->epoch_mu);
   int st = ring_status(a, e);
   if (st == TSLAB_OK) {
@@ -298,7 +288,7 @@ TSLAB_API int tslab_epoch_unref(tslab_t* a, tslab_epoch_t e) {
       atomic_fetch_sub(rc, 1);
   }
   pthread_mutex_unlock(&a->epoch_mu);
-  return fail(st);
+  return tslab_fail(st);
 }
 
 TSLAB_API int64_t tslab_epoch_refcount(tslab_t* a, tslab_epoch_t e) {

@@ -5,6 +5,11 @@ static __thread int last_error;
 
 TSLAB_INTERNAL void tslab_set_error(int status) { last_error = status; }
 
+TSLAB_INTERNAL int tslab_fail(int status) {
+  if (status != TSLAB_OK) last_error = status;
+  return status;
+}
+
 TSLAB_API int tslab_last_error(void) { return last_error; }
 
 TSLAB_API void tslab_clear_error(void) { last_error = TSLAB_OK; }

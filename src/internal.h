@@ -316,6 +316,8 @@ struct tslab {
 
 /* errors.c */
 TSLAB_INTERNAL void tslab_set_error(int status);
+/* Record status as the thread's last error unless it is TSLAB_OK; return it. */
+TSLAB_INTERNAL int tslab_fail(int status);
 
 /* os.c */
 TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes);

@@ -45,10 +45,7 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
 TSLAB_API uint32_t tslab_class_count(tslab_t* a) { return a ? TSLAB_CLASSES : 0; }
 
 TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
-  if (!a || !out) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   memset(out, 0, sizeof *out);
   class_totals_t t;
   sum_classes(a, &t);
@@ -112,10 +109,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
 }
 
 TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out) {
-  if (!a || !out || index >= TSLAB_CLASSES) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a || !out || index >= TSLAB_CLASSES) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   class_totals_t t;
   sum_classes(a, &t);
   const tslab_class_info_t* ci = &tslab_classes[index];
@@ -182,17 +176,13 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out) {
 }
 
 TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out) {
-  if (!a || !out) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   pthread_mutex_lock(&a->epoch_mu);
   int st = tslab_epoch_reject_status(a, e);
   if (st == TSLAB_ERR_EPOCH_CLOSED) st = TSLAB_OK;
   if (st == TSLAB_OK) fill_epoch(a, (uint32_t)(e & a->ring_mask), out);
   pthread_mutex_unlock(&a->epoch_mu);
-  if (st != TSLAB_OK) tslab_set_error(st);
-  return st;
+  return tslab_fail(st);
 }
 
 TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t max) {
@@ -220,10 +210,7 @@ TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t
 }
 
 TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
-  if (!a || !out) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   memset(out, 0, sizeof *out);
   tslab_tcache_t* tc = tslab_tcache_get(a);
   if (!tc) return TSLAB_OK;
@@ -247,10 +234,7 @@ TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
 /* ---- sampling ---- */
 
 TSLAB_API int tslab_sampling_set(tslab_t* a, uint32_t one_in) {
-  if (!a) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   atomic_store(&a->sample_one_in, one_in);
   return TSLAB_OK;
 }
@@ -277,10 +261,7 @@ TSLAB_INTERNAL void tslab_sample_end(tslab_t* a, uint64_t wall, uint64_t cpu) {
 }
 
 TSLAB_API int tslab_stats_sampling(tslab_t* a, tslab_stats_sampling_t* out) {
-  if (!a || !out) {
-    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
-    return TSLAB_ERR_INVALID_ARGUMENT;
-  }
+  if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   out->one_in = atomic_load(&a->sample_one_in);
   out->samples = ld(&a->samples);
   out->wall_ns_total = ld(&a->sample_wall);
