@@ -47,29 +47,25 @@ TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status) {
   atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-/* Closer: move a detached bin's counters into the era's slot, the
- * instance's per-class totals and the cache's own totals. */
-TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls) {
-  tslab_epoch_slot_t* es = &a->ring[atomic_load_explicit(&bin->era, memory_order_relaxed) & a->ring_mask];
+/* Closer: move a detached bin's counters into the instance's per-class
+ * totals, and add them to the era's and the cache's sums, which the closer
+ * applies once per close and once per cache. */
+TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   uint64_t al = atomic_load_explicit(&bin->allocs, memory_order_relaxed);
   uint64_t fr = atomic_load_explicit(&bin->frees, memory_order_relaxed);
   uint64_t xf = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
   uint64_t sl = atomic_load_explicit(&bin->slow, memory_order_relaxed);
   uint64_t size = tslab_classes[cls].size;
-  atomic_fetch_add_explicit(&es->allocs, al, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->frees, fr, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->xfrees, xf, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->slow, sl, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->alloc_bytes, al * size, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->free_bytes, fr * size, memory_order_relaxed);
+  sum->allocs += al;
+  sum->frees += fr;
+  sum->xfrees += xf;
+  sum->slow += sl;
+  sum->alloc_bytes += al * size;
+  sum->free_bytes += fr * size;
   atomic_fetch_add_explicit(&a->ext_allocs[cls], al, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->ext_frees[cls], fr, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->ext_xfrees[cls], xf, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->ext_slow[cls], sl, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_allocs, al, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_frees, fr, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_xfrees, xf, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_slow, sl, memory_order_relaxed);
   atomic_store_explicit(&bin->allocs, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->frees, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->xfrees, 0, memory_order_relaxed);
@@ -148,7 +144,15 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
   wait_quiescent(&a->cacheless_busy);
   tslab_run_t* detached = NULL;
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) tslab_tcache_detach_slot(a, tc, slot, era, &detached);
+  tslab_fold_t sum = {0};
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next)
+    tslab_tcache_detach_slot(a, tc, slot, era, &detached, &sum);
+  atomic_fetch_add_explicit(&es->allocs, sum.allocs, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->frees, sum.frees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->xfrees, sum.xfrees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->slow, sum.slow, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->alloc_bytes, sum.alloc_bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->free_bytes, sum.free_bytes, memory_order_relaxed);
   /* Step 4b: frees that began after CLOSING may still be setting remote bits
    * on these slabs; no slab is retired before their windows end. Such a free
    * fences before reading the mode, so a plain fence suffices here. */

@@ -187,6 +187,12 @@ struct tslab_tcache {
   tslab_bin_t bins[];         /* ring_size * TSLAB_CLASSES */
 };
 
+/* Counters of detached bins, summed by a closer before it adds them to the
+ * era's slot and the caches' totals. */
+typedef struct tslab_fold {
+  uint64_t allocs, frees, xfrees, slow, alloc_bytes, free_bytes;
+} tslab_fold_t;
+
 /* ------------------------------------------------------------------------- */
 /* Epoch ring                                                                */
 /* ------------------------------------------------------------------------- */
@@ -404,7 +410,7 @@ TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_tcache_spare_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL tslab_run_t* tslab_tcache_spare_pop(tslab_t* a, tslab_tcache_t* tc, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
-                                             tslab_run_t** detached);
+                                             tslab_run_t** detached, tslab_fold_t* sum);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a);
@@ -475,7 +481,7 @@ static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a);
 TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era);
 TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status);
-TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls);
+TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum);
 TSLAB_INTERNAL uint64_t tslab_epoch_state(tslab_t* a, uint64_t era);
 
 /* large.c */

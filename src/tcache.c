@@ -319,7 +319,8 @@ static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_ru
 /* Closer, with tc quiescent for `era` (section 6.1 step 4a): detach the
  * slot's slabs onto the closer's list. */
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
-                                             tslab_run_t** detached) {
+                                             tslab_run_t** detached, tslab_fold_t* sum) {
+  tslab_fold_t mine = {0};
   pthread_mutex_lock(&tc->mu);
   uint64_t* used = tc->slot_classes[slot];
   for (uint32_t word = 0; word < 2; word++) {
@@ -334,7 +335,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       }
       detach_list(a, tc, bin->ready, detached);
       detach_list(a, tc, bin->parked, detached);
-      tslab_epoch_fold_bin(a, tc, bin, c);
+      tslab_epoch_fold_bin(a, bin, c, &mine);
       bin->cur = bin->ready = bin->parked = NULL;
       bin->mask = 0;
       atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
@@ -342,6 +343,17 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     used[word] = 0;
   }
   pthread_mutex_unlock(&tc->mu);
+  if (!mine.allocs && !mine.frees && !mine.slow) return;
+  atomic_fetch_add_explicit(&tc->folded_allocs, mine.allocs, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_frees, mine.frees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_xfrees, mine.xfrees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&tc->folded_slow, mine.slow, memory_order_relaxed);
+  sum->allocs += mine.allocs;
+  sum->frees += mine.frees;
+  sum->xfrees += mine.xfrees;
+  sum->slow += mine.slow;
+  sum->alloc_bytes += mine.alloc_bytes;
+  sum->free_bytes += mine.free_bytes;
 }
 
 /* ---- creation, lookup, exit ---- */
