@@ -16,7 +16,7 @@ static size_t run_index(tslab_t* a, const tslab_run_t* r);
 
 static void* meta_alloc(tslab_t* a, size_t bytes) {
   tslab_heap_t* h = &a->heap;
-  bytes = (bytes + 63) & ~(size_t)63;
+  bytes = (bytes + 31) & ~(size_t)31;
   if (h->meta_top + bytes > a->meta_reserve) return NULL;
   if (h->meta_top + bytes > h->meta_committed) {
     size_t want = (h->meta_top + bytes + TSLAB_COMMIT_STEP - 1) & ~(TSLAB_COMMIT_STEP - 1);

@@ -1,9 +1,10 @@
 /* The size-class table: every 8 bytes up to 64, then eight classes per power
  * of two up to 32 KiB, so that a request of 64 bytes or more wastes less than
  * 12.5% to rounding. Each class gets the smallest slab that holds at least
- * four objects and loses at most an eighth of itself to its tail: small
- * slabs keep one long-lived object from pinning much, and a short epoch that
- * uses a class once from holding much. */
+ * eight objects (four above 4 KiB) and loses at most an eighth of itself to
+ * its tail: small slabs keep one long-lived object from pinning much, and a
+ * short epoch that uses a big class once from holding much; eight objects
+ * keep the descriptor's share of a slab small. */
 #include "internal.h"
 
 TSLAB_INTERNAL tslab_class_info_t tslab_classes[TSLAB_CLASSES];
@@ -23,7 +24,8 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     for (; g < TSLAB_SLAB_MAX_GRANULES; g *= 2) {
       size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;
       size_t n = bytes / ci->size;
-      if (n >= 4 && (bytes - n * ci->size) * 8 <= bytes) break;
+      size_t min_objects = ci->size > 4096 ? 4 : 8;
+      if (n >= min_objects && (bytes - n * ci->size) * 8 <= bytes) break;
     }
     size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;
     size_t n = bytes / ci->size;
