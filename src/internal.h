@@ -125,7 +125,6 @@ struct tslab_run {
   /* Large spans. */
   _Atomic uint32_t large_state;
   uint16_t large_gen;
-  size_t large_size;
 
   /* Heap links (heap mutex). */
   tslab_run_t* heap_next;

@@ -11,7 +11,6 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   size_t align_granules = align > TSLAB_GRANULE ? align >> TSLAB_GRANULE_SHIFT : 1;
   tslab_run_t* r = tslab_heap_alloc(a, granules, align_granules);
   if (!r) return NULL;
-  r->large_size = size;
   r->large_gen = atomic_load_explicit(&a->gen_base[(size_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT],
                                       memory_order_relaxed);
   r->obj_size = 0;
