@@ -46,7 +46,7 @@ typedef struct SlabGlobalStats {
   uint64_t total_slow_epoch_closed; /* allocations refused: slot closed */
   uint64_t total_madvise_calls;     /* releases to the OS */
   uint64_t total_madvise_bytes;
-  uint64_t total_madvise_failures;  /* no equivalent: 0 */
+  uint64_t total_madvise_failures;  /* release calls the OS refused */
   uint64_t total_bitmap_alloc_cas_retries;     /* no equivalent: 0 */
   uint64_t total_bitmap_free_cas_retries;      /* no equivalent: 0 */
   uint64_t total_current_partial_cas_failures; /* no equivalent: 0 */

@@ -79,14 +79,15 @@ typedef enum tslab_status {
 
 /* How empty slabs are returned to the operating system. */
 typedef enum tslab_release_policy {
-  /* Default. An empty slab goes to the instance's pool, where any class and
-   * any epoch reuse it. tslab_epoch_close() releases the empty slabs of the
+  /* Default. An empty slab goes to the instance's pool, where any epoch
+   * reuses it for a slab or span of the same length. tslab_epoch_close() releases the empty slabs of the
    * closed epoch (the pool's included); slabs of a closed epoch that empty
    * later are released by the free that empties them; the pool keeps at most
    * pool_resident_max bytes of other empty slabs resident. */
   TSLAB_RELEASE_ON_CLOSE = 0,
-  /* Every slab is released to the OS the moment it becomes empty. Lowest
-   * RSS, more system calls. */
+  /* Every slab is released to the OS the moment it becomes empty, except a
+   * thread's current slab of a class, which stays cached. Lowest RSS, more
+   * system calls. */
   TSLAB_RELEASE_EAGER = 1,
   /* For very short epochs (one per request): a close keeps the epoch's empty
    * slabs for reuse instead of releasing them, so the next epoch gets them
@@ -280,7 +281,8 @@ typedef struct tslab_stats_global {
   uint64_t committed_bytes;        /* made readable/writable (high-water mark) */
   uint64_t resident_estimate_bytes;/* slab and span bytes not released to the OS */
   uint64_t metadata_bytes;         /* out-of-band metadata in use: run descriptors, slab
-                                      bitmaps, and thread-cache bins that hold state */
+                                      bitmaps, handle generations, thread-cache headers
+                                      and the bins that count for an era */
   uint64_t live_objects;
   uint64_t live_bytes;             /* rounded to size classes */
   uint64_t requested_bytes_total;  /* sum of requested sizes ever allocated */
@@ -288,7 +290,7 @@ typedef struct tslab_stats_global {
   uint64_t slabs_empty;            /* empty slabs resident in the pool */
   uint64_t slabs_released;         /* 16 KiB granules of the committed range not resident:
                                       released to the OS (or not used yet) */
-  uint64_t slabs_created_total;    /* slabs formatted and spans created */
+  uint64_t slabs_created_total;    /* slabs put in use (formatted or from spares), spans */
   uint64_t slabs_recycled_total;   /* slabs and spans placed in memory that served before
                                       (from the pool, or released and reused) */
   uint64_t release_calls_total;    /* madvise/decommit calls */
@@ -304,7 +306,8 @@ typedef struct tslab_stats_global {
   uint64_t alloc_fail_unknown_total;
   uint64_t alloc_fail_size_total;  /* bad size or alignment */
   uint64_t alloc_fail_oom_total;
-  uint64_t slow_path_total;        /* allocations that left the fast path */
+  uint64_t slow_path_total;        /* bin refills: next bitmap word, remote frees, a ready,
+                                      spare or new slab (spans are not counted) */
   uint64_t epochs_opened_total;
   uint64_t epochs_closed_total;
   uint64_t epochs_forced_close_total;

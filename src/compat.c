@@ -239,6 +239,7 @@ void slab_stats_global(SlabAllocator* a, SlabGlobalStats* out) {
   out->total_slow_epoch_closed = g.alloc_fail_closed_total;
   out->total_madvise_calls = g.release_calls_total;
   out->total_madvise_bytes = g.release_bytes_total;
+  out->total_madvise_failures = g.release_failures_total;
   out->total_bitmap_alloc_attempts = g.allocations_total;
   out->total_bitmap_free_attempts = g.frees_total;
 }

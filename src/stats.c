@@ -129,8 +129,9 @@ TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t*
 
 /* ---- epochs ---- */
 
-/* Fill the stats of the era held by ring slot `slot`. Epoch mutex held. */
-static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out) {
+/* Fill the stats of the era held by ring slot `slot`, and its cross-thread
+ * frees and slow paths (for label attribution). Epoch mutex held. */
+static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint64_t* xfrees, uint64_t* slow) {
   tslab_epoch_slot_t* es = &a->ring[slot];
   uint64_t st = atomic_load(&es->state);
   uint64_t era = TSLAB_STATE_ERA(st);
@@ -147,12 +148,15 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out) {
   uint64_t frees = ld(&es->frees) + ld(&es->large_frees);
   uint64_t abytes = ld(&es->alloc_bytes) + ld(&es->large_bytes_alloc);
   uint64_t fbytes = ld(&es->free_bytes) + ld(&es->large_bytes_free);
+  uint64_t xf = ld(&es->xfrees), sl = ld(&es->slow);
   pthread_mutex_lock(&a->reg_mu);
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
       if (atomic_load_explicit(&b->era, memory_order_relaxed) != era) continue;
       uint64_t al = ld(&b->allocs), fr = ld(&b->frees);
+      xf += ld(&b->xfrees);
+      sl += ld(&b->slow);
       allocs += al;
       frees += fr;
       abytes += al * tslab_classes[c].size;
@@ -173,6 +177,8 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out) {
   out->released_total_bytes = ld(&es->released_bytes);
   out->close_ns = es->close_ns;
   out->forced_close = es->forced;
+  if (xfrees) *xfrees = xf;
+  if (slow) *slow = sl;
 }
 
 TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out) {
@@ -180,7 +186,7 @@ TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t
   pthread_mutex_lock(&a->epoch_mu);
   int st = tslab_epoch_reject_status(a, e);
   if (st == TSLAB_ERR_EPOCH_CLOSED) st = TSLAB_OK;
-  if (st == TSLAB_OK) fill_epoch(a, (uint32_t)(e & a->ring_mask), out);
+  if (st == TSLAB_OK) fill_epoch(a, (uint32_t)(e & a->ring_mask), out, NULL, NULL);
   pthread_mutex_unlock(&a->epoch_mu);
   return tslab_fail(st);
 }
@@ -204,7 +210,7 @@ TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t
     order[i] = slot;
   }
   size_t n = held < max ? held : max;
-  for (size_t i = 0; i < n; i++) fill_epoch(a, order[i], &out[i]);
+  for (size_t i = 0; i < n; i++) fill_epoch(a, order[i], &out[i], NULL, NULL);
   pthread_mutex_unlock(&a->epoch_mu);
   return n;
 }
@@ -293,12 +299,13 @@ TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t
       tslab_epoch_slot_t* es = &a->ring[slot];
       if (es->label_id != (int)i || TSLAB_STATE_ERA(atomic_load(&es->state)) == 0) continue;
       tslab_stats_epoch_t e;
-      fill_epoch(a, slot, &e);
+      uint64_t xf, sl;
+      fill_epoch(a, slot, &e, &xf, &sl);
       o->epochs_total++;
       o->allocations_total += e.allocations_total;
       o->frees_total += e.frees_total;
-      o->cross_thread_frees_total += ld(&es->xfrees);
-      o->slow_path_total += ld(&es->slow);
+      o->cross_thread_frees_total += xf;
+      o->slow_path_total += sl;
       abytes += e.live_bytes;
       if (e.state == TSLAB_EPOCH_ACTIVE) o->open_epochs++;
     }

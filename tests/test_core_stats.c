@@ -132,6 +132,8 @@ int main(void) {
       found++;
       CHECK_EQ_U(labels[i].allocations_total, N1);
       CHECK_EQ_U(labels[i].frees_total, N1);
+      CHECK_EQ_U(labels[i].cross_thread_frees_total, N1 / 2); /* counted while the era is open */
+      CHECK(labels[i].slow_path_total > 0);
       CHECK_EQ_U(labels[i].open_epochs, 1);
     }
     if (strcmp(labels[i].label, "beta") == 0) {
