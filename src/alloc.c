@@ -271,12 +271,17 @@ static inline bool free_local_rare(const tslab_run_t* s) {
          atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
-/* The rare part of a local free, and the end of its busy window. Out of line
+/* The rare part of a local free. */
+static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
+  if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
+  if (s->used == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
+}
+
+/* The rare part of a local free and the end of its busy window: out of line
  * and called last, so the fast path keeps no registers across calls. */
 static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
                                                         uint32_t idx) {
-  if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
-  if (s->used == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
+  free_local_rest(a, tc, s, idx);
   tslab_busy_exit(tc);
   return true;
 }
@@ -285,8 +290,7 @@ static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache
  * Plain loads and stores only (invariant S1). */
 static bool free_local(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
   if (!free_local_bits(s, idx)) return false;
-  if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
-  if (s->used == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
+  free_local_rest(a, tc, s, idx);
   return true;
 }
 

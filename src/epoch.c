@@ -130,6 +130,13 @@ static void wait_quiescent(_Atomic uint64_t* busy) {
   }
 }
 
+/* Wait until no cache, and no cacheless thread, is in a busy window.
+ * Registry mutex held. */
+static void wait_windows(tslab_t* a) {
+  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
+  wait_quiescent(&a->cacheless_busy);
+}
+
 /* Close `era`, whose slot currently holds it open. Epoch mutex held. */
 static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   uint32_t slot = (uint32_t)(era & a->ring_mask);
@@ -141,8 +148,7 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSING), memory_order_seq_cst);
   tslab_os_heavy_fence();
   pthread_mutex_lock(&a->reg_mu);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
-  wait_quiescent(&a->cacheless_busy);
+  wait_windows(a);
   tslab_run_t* detached = NULL;
   tslab_fold_t sum = {0};
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next)
@@ -157,8 +163,7 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
    * on these slabs; no slab is retired before their windows end. Such a free
    * fences before reading the mode, so a plain fence suffices here. */
   atomic_thread_fence(memory_order_seq_cst);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
-  wait_quiescent(&a->cacheless_busy);
+  wait_windows(a);
   pthread_mutex_unlock(&a->reg_mu);
   tslab_run_t* empty = NULL;
   bool release = true;

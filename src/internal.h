@@ -164,7 +164,6 @@ struct tslab_tcache {
   /* The attached thread's id (tslab_thread_id), 0 while abandoned; written
    * under the registry mutex, read by the free fast path. */
   _Atomic uintptr_t tid;
-  uint32_t attached;          /* guarded by the instance's registry mutex */
   tslab_t* inst;
   pthread_mutex_t mu;         /* notify list, detach */
   tslab_run_t* notify_head;   /* mu */

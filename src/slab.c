@@ -92,11 +92,15 @@ static bool slab_unaccount(tslab_t* a, tslab_run_t* s) {
 /* Hand an empty slab that left use back: under the pooled policy to its
  * creating cache's spares, else (or over that cache's budget) to the heap,
  * which releases it when its era is no longer active. */
+/* Pooled policy: offer an empty slab to its creating cache's spares. */
+static bool to_spares(tslab_t* a, tslab_run_t* s) {
+  tslab_tcache_t* creator = atomic_load_explicit(&s->creator, memory_order_relaxed);
+  return a->config.release_policy == TSLAB_RELEASE_POOLED && creator && tslab_tcache_spare_push(a, creator, s);
+}
+
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s) {
   bool release = slab_unaccount(a, s);
-  tslab_tcache_t* creator = atomic_load_explicit(&s->creator, memory_order_relaxed);
-  if (a->config.release_policy == TSLAB_RELEASE_POOLED && creator && tslab_tcache_spare_push(a, creator, s)) return;
-  tslab_heap_retire(a, s, release);
+  if (!to_spares(a, s)) tslab_heap_retire(a, s, release);
 }
 
 /* The slots of `bits` in word w were freed through remote bits: their
@@ -224,8 +228,7 @@ TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t
                                              bool* release) {
   if (atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta != 0) return;
   *release = slab_unaccount(a, s);
-  tslab_tcache_t* creator = atomic_load_explicit(&s->creator, memory_order_relaxed);
-  if (a->config.release_policy == TSLAB_RELEASE_POOLED && creator && tslab_tcache_spare_push(a, creator, s)) return;
+  if (to_spares(a, s)) return;
   s->heap_next = *empty;
   *empty = s;
 }

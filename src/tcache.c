@@ -361,7 +361,6 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
 /* Detach a cache from its thread and put it on the abandoned list, for the
  * next new thread to adopt. Registry mutex held. */
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc) {
-  tc->attached = 0;
   atomic_store_explicit(&tc->tid, 0, memory_order_relaxed);
   tc->abandoned_next = a->abandoned;
   a->abandoned = tc;
@@ -404,7 +403,6 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     }
   }
   if (tc) {
-    tc->attached = 1;
     atomic_store_explicit(&tc->tid, tslab_thread_id(), memory_order_relaxed);
     atomic_fetch_add_explicit(&a->nattached, 1, memory_order_relaxed);
   }
