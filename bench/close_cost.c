@@ -12,23 +12,10 @@
 #include "harness.h"
 #include "tslab.h"
 
-static const char* arg_str(int argc, char** argv, const char* key, const char* dflt) {
-  size_t kl = strlen(key);
-  for (int i = 1; i < argc; i++)
-    if (strncmp(argv[i], key, kl) == 0 && argv[i][kl] == '=') return argv[i] + kl + 1;
-  return dflt;
-}
-
-static uint64_t arg(int argc, char** argv, const char* key, uint64_t dflt) {
-  size_t kl = strlen(key);
-  for (int i = 1; i < argc; i++)
-    if (strncmp(argv[i], key, kl) == 0 && argv[i][kl] == '=') return strtoull(argv[i] + kl + 1, NULL, 10);
-  return dflt;
-}
-
 int main(int argc, char** argv) {
-  uint64_t max_slabs = arg(argc, argv, "max_slabs", 4096), reps = arg(argc, argv, "reps", 5);
-  const char* mode = arg_str(argc, argv, "mode", "epoch");
+  uint64_t max_slabs = h_arg_u64(argc - 1, argv + 1, "max_slabs", 4096);
+  uint64_t reps = h_arg_u64(argc - 1, argv + 1, "reps", 5);
+  const char* mode = h_arg_str(argc - 1, argv + 1, "mode", "epoch");
   tslab_config_t cfg;
   tslab_config_init(&cfg);
   if (strcmp(mode, "pooled") == 0) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,6 +18,18 @@ void* h_map(size_t bytes) {
 }
 
 void h_unmap(void* p, size_t bytes) { munmap(p, bytes ? bytes : 1); }
+
+const char* h_arg_str(int n, char** args, const char* key, const char* dflt) {
+  size_t kl = strlen(key);
+  for (int i = 0; i < n; i++)
+    if (strncmp(args[i], key, kl) == 0 && args[i][kl] == '=') return args[i] + kl + 1;
+  return dflt;
+}
+
+uint64_t h_arg_u64(int n, char** args, const char* key, uint64_t dflt) {
+  const char* s = h_arg_str(n, args, key, NULL);
+  return s ? strtoull(s, NULL, 10) : dflt;
+}
 
 uint64_t h_rss(void) {
   static int fd = -1;

@@ -28,6 +28,11 @@ static inline uint64_t h_range(h_rng* r, uint64_t lo, uint64_t hi) {
   return lo + h_rand(r) % (hi - lo + 1);
 }
 
+/* Command-line parameters written key=value: the value of key among the n
+ * strings args, or dflt. */
+const char* h_arg_str(int n, char** args, const char* key, const char* dflt);
+uint64_t h_arg_u64(int n, char** args, const char* key, uint64_t dflt);
+
 /* Zeroed, pre-faulted memory outside every allocator; exits on failure. */
 void* h_map(size_t bytes);
 void h_unmap(void* p, size_t bytes);

@@ -24,7 +24,6 @@ ALLOCATORS = ["tslab"] + PEERS
 VARIANTS = {
     "tslab": ("tslab", []),
     "tslab-pooled": ("tslab", ["mode=pooled"]),
-    "tslab-nocounters": ("tslab_nocounters", []),
     "tslab-mixed": ("tslab", ["routing=mixed"]),
     "tslab-pooled-mixed": ("tslab", ["mode=pooled", "routing=mixed"]),
     "glibc": ("glibc", []),
@@ -39,14 +38,16 @@ PLAIN = ["tslab", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
 # phase-scoped modes.
 PHASED = PLAIN + ["tslab-pooled", "jemalloc-arena", "mimalloc-heap"]
 PATTERNS = ["burst", "steady", "leak", "hotspot", "kernel"]
+# Workloads with a program of their own (tslab only) instead of bench_<allocator>.
+OWN_BINARY = {"close_cost": "bench_close_cost", "fastpath_cost": "bench_fastpath_cost"}
 
 
 def cases(quick, threads):
     """(case id, workload, variants, arguments) for one repeat."""
     s = 10 if quick else 1  # quick mode divides the work by this
     out = [
-        ("churn", "churn", PLAIN + ["tslab-nocounters"], [f"pairs={20000000 // s}"]),
-        ("batch", "batch", PLAIN + ["tslab-nocounters"],
+        ("churn", "churn", PLAIN, [f"pairs={20000000 // s}"]),
+        ("batch", "batch", PLAIN,
          ["n=10000", f"rounds={100 // s}", f"lat_rounds={max(20 // s, 5)}"]),
         ("mixed_4k", "mixed", PLAIN, ["max=4096", f"ops={2000000 // s}"]),
         ("mixed_32k", "mixed", PLAIN, ["max=32768", f"ops={1000000 // s}"]),
@@ -60,6 +61,8 @@ def cases(quick, threads):
                 [f"requests={200000 // s}"]))
     out.append(("phase_burst", "phase_burst", PHASED, ["mib=64"]))
     out.append(("close_cost", "close_cost", ["tslab", "tslab-pooled"], [f"max_slabs={4096 // s}", "reps=3"]))
+    # The counters' cost: both tslab builds and glibc take turns in one process.
+    out.append(("fastpath_cost", "fastpath_cost", ["tslab"], ["--json", f"rounds={61 if s == 1 else 15}"]))
     return out
 
 
@@ -102,8 +105,8 @@ def machine(bindir):
 
 def run_one(bindir, variant, workload, args, timeout):
     suffix, extra = VARIANTS[variant]
-    if workload == "close_cost":
-        cmd = [os.path.join(bindir, "bench_close_cost")] + args + extra
+    if workload in OWN_BINARY:
+        cmd = [os.path.join(bindir, OWN_BINARY[workload])] + args + extra
     else:
         cmd = [os.path.join(bindir, f"bench_{suffix}"), workload] + args + extra
     t0 = time.monotonic()
@@ -145,7 +148,7 @@ def main():
             allocators[name] = {"available": True}
 
     def usable(variant, workload):
-        exe = "bench_close_cost" if workload == "close_cost" else f"bench_{VARIANTS[variant][0]}"
+        exe = OWN_BINARY.get(workload, f"bench_{VARIANTS[variant][0]}")
         return (allocators[variant.split("-")[0]]["available"]
                 and os.access(os.path.join(a.bin, exe), os.X_OK))
 

@@ -23,17 +23,9 @@
 static int n_params;
 static char** params;
 
-static const char* param_str(const char* key, const char* dflt) {
-  size_t kl = strlen(key);
-  for (int i = 0; i < n_params; i++)
-    if (strncmp(params[i], key, kl) == 0 && params[i][kl] == '=') return params[i] + kl + 1;
-  return dflt;
-}
+static const char* param_str(const char* key, const char* dflt) { return h_arg_str(n_params, params, key, dflt); }
 
-static uint64_t param_u64(const char* key, uint64_t dflt) {
-  const char* s = param_str(key, NULL);
-  return s ? strtoull(s, NULL, 10) : dflt;
-}
+static uint64_t param_u64(const char* key, uint64_t dflt) { return h_arg_u64(n_params, params, key, dflt); }
 
 static void print_header(const char* workload) {
   printf("{\"workload\":\"%s\",\"allocator\":\"%s\",\"version\":\"%s\",\"mode\":\"%s\"", workload,

@@ -285,7 +285,6 @@ typedef struct tslab_stats_global {
                                       and the bins that count for an era */
   uint64_t live_objects;
   uint64_t live_bytes;             /* rounded to size classes */
-  uint64_t requested_bytes_total;  /* sum of requested sizes ever allocated */
   uint64_t slabs_in_use;           /* formatted slabs and large spans */
   uint64_t slabs_empty;            /* empty slabs resident in the pool */
   uint64_t slabs_released;         /* 16 KiB granules of the committed range not resident:

@@ -34,16 +34,14 @@ static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* 
   return true;
 }
 
-/* Hand out one slot from the bin's set-aside word (owner, busy window). */
-static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, size_t size) {
-  uint64_t m = bin->mask;
+/* Hand out one slot from the bin's set-aside word (owner, busy window). The
+ * slot was counted when it was set aside (tcache.c, bin_set_mask). */
+static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin) {
+  uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
   uint32_t b = (uint32_t)__builtin_ctzll(m);
-  bin->mask = m & (m - 1);
+  atomic_store_explicit(&bin->mask, m & (m - 1), memory_order_relaxed);
   atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | (1ull << b),
                         memory_order_relaxed);
-  bin->cur->used++;
-  tslab_bump(&bin->allocs, 1);
-  tslab_bump(&bin->requested, size);
   return bin->base + (size_t)b * bin->size;
 }
 
@@ -57,14 +55,14 @@ static inline bool era_active(tslab_t* a, uint64_t e) {
 
 /* Allocate from class cls in era e, refilling the bin when needed, or fail
  * with a status. `h` asks for a handle too. */
-static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, size_t size, uint64_t e,
-                         tslab_handle_t* h, int* status) {
+static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t e, tslab_handle_t* h,
+                         int* status) {
   tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
   void* p = NULL;
   tslab_busy_enter(tc);
   if (era_active(a, e)) {
-    if (bin->mask != 0 || tslab_bin_refill(a, tc, bin, e)) {
-      p = bin_pop(bin, size);
+    if (atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0 || tslab_bin_refill(a, tc, bin, e)) {
+      p = bin_pop(bin);
       if (unlikely(h != NULL)) {
         uint16_t gen;
         tslab_run_t* s = bin->cur;
@@ -113,7 +111,7 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
   uint32_t cls = class_for(size, align);
   void* p;
   if (cls < TSLAB_CLASSES) {
-    p = alloc_small(a, tc, cls, size, e, h, &status);
+    p = alloc_small(a, tc, cls, e, h, &status);
   } else {
     tslab_busy_enter(tc);
     status = tslab_epoch_reject_status(a, e);
@@ -131,7 +129,7 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
 /* The fast path: a thread-cache hit, an open era and a slot set aside in the
  * bin. Everything else goes through alloc_general, out of line, so that the
  * fast path needs no stack frame. */
-TSLAB_API void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
+TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
   if (likely(a != NULL && size - 1 < TSLAB_SMALL_MAX)) {
     if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
       tslab_tcache_t* tc = tslab_tls_last.tc;
@@ -141,8 +139,8 @@ TSLAB_API void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
       tslab_busy_enter(tc);
       if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
-                 bin->mask != 0)) {
-        void* p = bin_pop(bin, size);
+                 atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0)) {
+        void* p = bin_pop(bin);
         tslab_busy_exit(tc);
         return p;
       }
@@ -259,8 +257,8 @@ static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s
   if (unlikely(!(al & bit) || (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit)))
     return false;
   atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
-  s->used--;
   tslab_bump(&s->bin->frees, 1);
+  s->used--;
   return true;
 }
 
@@ -341,7 +339,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
  * cache knows the thread attached to it. Only attached slabs have an owner,
  * and slab_index rejects a pointer outside the slab, so a stale map entry
  * cannot pass. */
-TSLAB_API bool tslab_free(tslab_t* a, void* p) {
+TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
     uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
     if (likely(off < a->reserve)) {

@@ -239,8 +239,6 @@ static const field_t global_fields[] = {
     G(live_objects, K_U64, "tslab_live_objects", NULL, "gauge", "Objects allocated and not freed."),
     G(live_bytes, K_U64, "tslab_live_bytes", NULL, "gauge",
       "Bytes of live objects, rounded up to their size classes."),
-    G(requested_bytes_total, K_U64, "tslab_requested_bytes_total", NULL, "counter",
-      "Sum of the sizes ever requested by allocations."),
     G(slabs_in_use, K_U64, "tslab_slabs", "state=\"in_use\"", "gauge",
       "Slabs by state: in_use (formatted slabs and large spans), empty (resident in the pool), "
       "released (16 KiB granules of the committed range not resident)."),

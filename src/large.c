@@ -32,7 +32,6 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   atomic_fetch_add_explicit(&a->large_allocs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->slabs_created, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->requested_bytes, size, memory_order_relaxed);
   return r->start;
 }
 

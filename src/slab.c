@@ -275,7 +275,12 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     if (set != 0 || pending) REPORT("spare slab %p is not empty", (void*)s->start);
     if (atomic_load(&s->owner)) REPORT("spare slab %p has an owner", (void*)s->start);
   } else if (atomic_load(&s->mode) == TSLAB_ATTACHED) {
-    if (set != s->used) REPORT("attached slab %p: used %u but %u slots allocated", (void*)s->start, s->used, set);
+    /* The current slab's `used` also counts the slots its bin set aside. */
+    uint32_t aside = s->list == TSLAB_LIST_CUR
+                         ? (uint32_t)__builtin_popcountll(atomic_load(&s->bin->mask))
+                         : 0;
+    if (set + aside != s->used)
+      REPORT("attached slab %p: used %u but %u slots allocated, %u set aside", (void*)s->start, s->used, set, aside);
     if (!atomic_load(&s->owner)) REPORT("attached slab %p has no owner", (void*)s->start);
   } else {
     uint32_t pending = 0;

@@ -12,29 +12,29 @@ static uint64_t ld(_Atomic uint64_t* p) { return atomic_load_explicit(p, memory_
 
 typedef struct class_totals {
   uint64_t allocs[TSLAB_CLASSES], frees[TSLAB_CLASSES], xfrees[TSLAB_CLASSES], slow[TSLAB_CLASSES];
-  uint64_t requested;
   uint64_t bins_in_use; /* bins counting for an era */
 } class_totals_t;
 
-/* Per-class totals over every cache and the instance. */
+/* Per-class totals over every cache and the instance. The registry mutex
+ * keeps closers out, so no count is in flight between a bin and the
+ * instance's totals: sums never go backwards. */
 static void sum_classes(tslab_t* a, class_totals_t* t) {
   memset(t, 0, sizeof *t);
+  pthread_mutex_lock(&a->reg_mu);
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
     t->allocs[c] = ld(&a->ext_allocs[c]);
     t->frees[c] = ld(&a->ext_frees[c]);
     t->xfrees[c] = ld(&a->ext_xfrees[c]);
     t->slow[c] = ld(&a->ext_slow[c]);
   }
-  pthread_mutex_lock(&a->reg_mu);
   for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
-        t->allocs[c] += ld(&b->allocs);
+        t->allocs[c] += tslab_bin_allocs(b);
         t->frees[c] += ld(&b->frees);
         t->xfrees[c] += ld(&b->xfrees);
         t->slow[c] += ld(&b->slow);
-        t->requested += ld(&b->requested);
         t->bins_in_use += ld(&b->era) != 0;
       }
     }
@@ -65,7 +65,6 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   out->live_objects += large_live;
   out->live_bytes += ld(&a->large_bytes_live);
   out->slabs_in_use += large_live;
-  out->requested_bytes_total = t.requested + ld(&a->requested_bytes);
 
   pthread_mutex_lock(&a->heap.mu);
   out->slabs_empty = ld(&a->spare_slabs);
@@ -154,7 +153,7 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
       if (atomic_load_explicit(&b->era, memory_order_relaxed) != era) continue;
-      uint64_t al = ld(&b->allocs), fr = ld(&b->frees);
+      uint64_t al = tslab_bin_allocs(b), fr = ld(&b->frees);
       xf += ld(&b->xfrees);
       sl += ld(&b->slow);
       allocs += al;
@@ -220,9 +219,10 @@ TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
   memset(out, 0, sizeof *out);
   tslab_tcache_t* tc = tslab_tcache_get(a);
   if (!tc) return TSLAB_OK;
+  pthread_mutex_lock(&a->reg_mu); /* closers fold this cache's bins under it */
   for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) {
     tslab_bin_t* b = &tc->bins[i];
-    out->allocations_total += ld(&b->allocs);
+    out->allocations_total += tslab_bin_allocs(b);
     out->frees_total += ld(&b->frees);
     out->cross_thread_frees_total += ld(&b->xfrees);
     out->slow_path_total += ld(&b->slow);
@@ -234,6 +234,7 @@ TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
   out->frees_total += ld(&tc->folded_frees);
   out->cross_thread_frees_total += ld(&tc->folded_xfrees);
   out->slow_path_total += ld(&tc->folded_slow);
+  pthread_mutex_unlock(&a->reg_mu);
   return TSLAB_OK;
 }
 

@@ -240,27 +240,61 @@ static void park(tslab_bin_t* bin, tslab_run_t* s) {
     list_push(&bin->parked, s, TSLAB_LIST_PARKED);
 }
 
+/* Owner, or the closer with the owner quiescent for the bin's era: replace
+ * the set-aside slots of the current slab by `mask`. Set-aside slots count
+ * in the slab's `used` and the bin's `taken`, so the allocation fast path
+ * needs neither. */
+static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
+  uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+  int64_t delta = (int64_t)__builtin_popcountll(mask) - (int64_t)__builtin_popcountll(old);
+  if (bin->cur) bin->cur->used = (uint32_t)((int64_t)bin->cur->used + delta);
+#if TSLAB_COUNTERS
+  /* A seqlock write (section 8): readers retry while seq is odd or moved. */
+  uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_relaxed);
+  atomic_store_explicit(&bin->seq, seq + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&bin->taken, atomic_load_explicit(&bin->taken, memory_order_relaxed) + (uint64_t)delta,
+                        memory_order_relaxed);
+  atomic_store_explicit(&bin->mask, mask, memory_order_relaxed);
+  atomic_store_explicit(&bin->seq, seq + 2, memory_order_release);
+#else
+  atomic_store_explicit(&bin->mask, mask, memory_order_relaxed);
+#endif
+}
+
+TSLAB_INTERNAL uint64_t tslab_bin_allocs(tslab_bin_t* bin) {
+  for (unsigned spins = 0;; spins++) {
+    uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
+    uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_relaxed);
+    uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (!(seq & 1) && atomic_load_explicit(&bin->seq, memory_order_relaxed) == seq)
+      return taken - (uint64_t)__builtin_popcountll(mask);
+    if (spins > 64) sched_yield();
+  }
+}
+
 static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
+  bin_set_mask(bin, 0);
   tslab_run_t* old = bin->cur;
   if (old) park(bin, old);
   s->list = TSLAB_LIST_CUR;
   bin->cur = s;
-  bin->mask = 0;
 }
 
 /* Owner: set aside the free slots of the next bitmap word of the current
  * slab that has any, scanning round from where the last one was taken (frees
  * do not move the cursor back: the wrap-around finds them). The slots stay
  * free in the bitmap until handed out, so dropping a mask (detach, flush)
- * needs no undo. */
+ * only gives back their count. */
 static bool take_word(tslab_bin_t* bin) {
   tslab_run_t* s = bin->cur;
   for (uint32_t i = 0, w = s->hint; i < s->words; i++, w = w + 1 == s->words ? 0 : w + 1) {
     uint64_t avail = ~atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
     if (avail) {
-      bin->mask = avail;
       bin->base = s->start + (size_t)w * 64 * s->obj_size;
       bin->word = &s->alloc[w];
+      bin_set_mask(bin, avail);
       s->hint = w + 1 == s->words ? 0 : w + 1;
       return true;
     }
@@ -328,6 +362,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
+      bin_set_mask(bin, 0);
       if (bin->cur) {
         tslab_run_t* cur = bin->cur;
         cur->bin_next = NULL;
@@ -337,7 +372,6 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       detach_list(a, tc, bin->parked, detached);
       tslab_epoch_fold_bin(a, bin, c, &mine);
       bin->cur = bin->ready = bin->parked = NULL;
-      bin->mask = 0;
       atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
     }
     used[word] = 0;
@@ -480,8 +514,8 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
             s = next;
           }
         }
+        bin_set_mask(bin, 0);
         tslab_run_t* cur = bin->cur;
-        bin->mask = 0;
         if (cur) {
           tslab_slab_collect(cur, a);
           if (cur->used == 0) {

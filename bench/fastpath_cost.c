@@ -1,0 +1,262 @@
+/* The fast path's cost in one process: tslab with its statistics counters
+ * (the shipped library), the same sources built with TSLAB_COUNTERS=0, and
+ * glibc malloc, on the churn and batch loops of the suite (128 B objects).
+ *
+ * Separate processes measured minutes apart differ by more than the 2% this
+ * has to resolve on a shared machine, so the contestants take turns within
+ * one process: every round runs one short block of each, in an order rotated
+ * from round to round, and the ratios are taken per round between blocks that
+ * ran a few milliseconds apart. The two tslab builds are loaded with dlopen,
+ * each with its own symbols, and called through the same function pointers.
+ *
+ * Usage: bench_fastpath_cost [--json] [rounds=61] [churn_pairs=200000]
+ *                            [batch_n=10000] [batch_rounds=5]
+ *                            [with=PATH] [without=PATH] [control=PATH]
+ * The libraries default to the ones built with this program. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tslab.h"
+
+/* One allocator as the loops see it. */
+typedef struct contestant {
+  const char* name;
+  void* (*alloc)(void* ctx, size_t size);
+  void (*free)(void* ctx, void* p);
+  void* ctx;
+} contestant_t;
+
+/* Where an instance's structures land relative to each other changes its
+ * speed by a few percent (cache set and 4 KiB aliasing between the thread
+ * cache, descriptors, bitmaps and objects), and it changes from process to
+ * process. Each build gets several instances, created behind mappings of
+ * random length, and the rounds cycle through them, so one unlucky layout
+ * does not decide a comparison. */
+enum { PLACEMENTS = 8 };
+
+/* A tslab build loaded with dlopen: its entry points and its instances. */
+typedef struct tslab_lib {
+  tslab_t* (*create)(const tslab_config_t*);
+  void* (*alloc)(tslab_t*, size_t, tslab_epoch_t);
+  bool (*free)(tslab_t*, void*);
+  tslab_t* a[PLACEMENTS];
+  tslab_epoch_t e[PLACEMENTS];
+  int cur; /* the placement of this round */
+} tslab_lib_t;
+
+static void* lib_alloc(void* ctx, size_t size) {
+  tslab_lib_t* l = ctx;
+  return l->alloc(l->a[l->cur], size, l->e[l->cur]);
+}
+
+static void lib_free(void* ctx, void* p) {
+  tslab_lib_t* l = ctx;
+  l->free(l->a[l->cur], p);
+}
+
+static void* glibc_alloc(void* ctx, size_t size) {
+  (void)ctx;
+  return malloc(size);
+}
+
+static void glibc_free(void* ctx, void* p) {
+  (void)ctx;
+  free(p);
+}
+
+static bool lib_load(const char* path, tslab_lib_t* l, h_rng* rng) {
+  /* RTLD_LOCAL: both builds define the same names; each keeps its own. */
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    return false;
+  }
+  tslab_epoch_t (*current)(tslab_t*);
+  *(void**)&l->create = dlsym(h, "tslab_create");
+  *(void**)&l->alloc = dlsym(h, "tslab_alloc");
+  *(void**)&l->free = dlsym(h, "tslab_free");
+  *(void**)&current = dlsym(h, "tslab_epoch_current");
+  if (!l->create || !l->alloc || !l->free || !current) {
+    fprintf(stderr, "%s: missing tslab symbols\n", path);
+    return false;
+  }
+  for (int i = 0; i < PLACEMENTS; i++) {
+    if (mmap(NULL, (size_t)h_range(rng, 1, 64) << 12, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) ==
+        MAP_FAILED)
+      return false;
+    l->a[i] = l->create(NULL);
+    if (!l->a[i]) {
+      fprintf(stderr, "%s: tslab_create failed\n", path);
+      return false;
+    }
+    l->e[i] = current(l->a[i]);
+  }
+  l->cur = 0;
+  return true;
+}
+
+enum { OBJ = 128 };
+
+static void* must_alloc(const contestant_t* c) {
+  void* p = c->alloc(c->ctx, OBJ);
+  if (!p) {
+    fprintf(stderr, "%s: allocation failed\n", c->name);
+    exit(2);
+  }
+  h_touch(p, OBJ);
+  return p;
+}
+
+/* The figures: each times one block and returns ns per operation. */
+typedef struct params {
+  long churn_pairs, batch_n, batch_rounds;
+  void** slots;
+} params_t;
+
+static double churn_block(const contestant_t* c, const params_t* pm) {
+  uint64_t t0 = h_now_ns();
+  for (long i = 0; i < pm->churn_pairs; i++) c->free(c->ctx, must_alloc(c));
+  return (double)(h_now_ns() - t0) / (double)pm->churn_pairs;
+}
+
+static double batch_block(const contestant_t* c, const params_t* pm, bool lifo) {
+  uint64_t t0 = h_now_ns();
+  for (long r = 0; r < pm->batch_rounds; r++) {
+    for (long i = 0; i < pm->batch_n; i++) pm->slots[i] = must_alloc(c);
+    if (lifo)
+      for (long i = pm->batch_n; i-- > 0;) c->free(c->ctx, pm->slots[i]);
+    else
+      for (long i = 0; i < pm->batch_n; i++) c->free(c->ctx, pm->slots[i]);
+  }
+  return (double)(h_now_ns() - t0) / (double)(2 * pm->batch_n * pm->batch_rounds);
+}
+
+enum { FIG_CHURN, FIG_FIFO, FIG_LIFO, NFIGS };
+static const char* const fig_names[NFIGS] = {"churn", "batch_fifo", "batch_lifo"};
+
+static double run_block(int fig, const contestant_t* c, const params_t* pm) {
+  switch (fig) {
+    case FIG_CHURN: return churn_block(c, pm);
+    case FIG_FIFO: return batch_block(c, pm, false);
+    default: return batch_block(c, pm, true);
+  }
+}
+
+static int cmp_double(const void* x, const void* y) {
+  double a = *(const double*)x, b = *(const double*)y;
+  return (a > b) - (a < b);
+}
+
+/* Median of v[0..n) and a distribution-free ~95% confidence interval for it
+ * (the order statistics n/2 -+ 0.98 sqrt(n)); sorts v. */
+typedef struct summary {
+  double median, lo, hi;
+} summary_t;
+
+static summary_t summarize(double* v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int half = (int)ceil(0.98 * sqrt((double)n));
+  int lo = n / 2 - half, hi = (n - 1) / 2 + half;
+  summary_t s = {(v[(n - 1) / 2] + v[n / 2]) / 2, v[lo < 0 ? 0 : lo], v[hi >= n ? n - 1 : hi]};
+  return s;
+}
+
+/* The contestants. CONTROL is a second copy of the shipped library (another
+ * file, so another load): its ratio to WITH shows how far two identical
+ * builds differ in this measurement, the floor under any other ratio. */
+enum { WITH, WITHOUT, CONTROL, GLIBC, NCONT, MAX_ROUNDS = 1001 };
+
+/* Each tslab build keeps its thread cache pointer in initial-exec TLS (the
+ * fast path reads it with one instruction), which a dlopen'ed library must
+ * take from glibc's static TLS surplus; two builds need more than the
+ * default surplus, so the program re-executes itself once with a larger one. */
+static void ensure_static_tls(char** argv) {
+  static const char tunable[] = "glibc.rtld.optional_static_tls=16384";
+  const char* cur = getenv("GLIBC_TUNABLES");
+  if (cur && strstr(cur, "glibc.rtld.optional_static_tls=")) return;
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s%s%s", cur ? cur : "", cur ? ":" : "", tunable);
+  setenv("GLIBC_TUNABLES", buf, 1);
+  execv("/proc/self/exe", argv);
+  perror("bench_fastpath_cost: re-exec"); /* go on: dlopen will say what failed */
+}
+
+int main(int argc, char** argv) {
+  ensure_static_tls(argv);
+  bool json = false;
+  for (int i = 1; i < argc; i++) json |= strcmp(argv[i], "--json") == 0;
+  int na = argc - 1;
+  char** args = argv + 1;
+  int rounds = (int)h_arg_u64(na, args, "rounds", 61);
+  params_t pm = {(long)h_arg_u64(na, args, "churn_pairs", 200000), (long)h_arg_u64(na, args, "batch_n", 10000),
+                 (long)h_arg_u64(na, args, "batch_rounds", 5), NULL};
+  if (rounds < 3 || rounds > MAX_ROUNDS || pm.churn_pairs < 1 || pm.batch_n < 1 || pm.batch_rounds < 1) {
+    fprintf(stderr, "usage: bench_fastpath_cost [--json] [rounds=3..%d] [churn_pairs=N] [batch_n=N] "
+                    "[batch_rounds=N] [with=PATH] [without=PATH] [control=PATH]\n", MAX_ROUNDS);
+    return 1;
+  }
+  h_rng rng = {h_now_ns() | 1};
+  static tslab_lib_t libs[3];
+  const char* paths[3] = {h_arg_str(na, args, "with", TSLAB_WITH_COUNTERS),
+                          h_arg_str(na, args, "without", TSLAB_WITHOUT_COUNTERS),
+                          h_arg_str(na, args, "control", TSLAB_CONTROL)};
+  for (int i = 0; i < 3; i++)
+    if (!lib_load(paths[i], &libs[i], &rng)) return 2;
+  contestant_t cs[NCONT] = {{"tslab", lib_alloc, lib_free, &libs[WITH]},
+                            {"tslab, counters off", lib_alloc, lib_free, &libs[WITHOUT]},
+                            {"tslab, second copy", lib_alloc, lib_free, &libs[CONTROL]},
+                            {"glibc", glibc_alloc, glibc_free, NULL}};
+  pm.slots = h_map((size_t)pm.batch_n * sizeof *pm.slots);
+
+  /* ratio[f][q][r]: the round's WITH time over WITHOUT, CONTROL, GLIBC. */
+  static double ns[NFIGS][NCONT][MAX_ROUNDS], ratio[NFIGS][3][MAX_ROUNDS];
+  for (int f = 0; f < NFIGS; f++) {
+    for (int r = -PLACEMENTS; r < rounds; r++) { /* the first pass over the placements warms up */
+      int placement = (r + PLACEMENTS) % PLACEMENTS;
+      for (int i = 0; i < 3; i++) libs[i].cur = placement;
+      for (int k = 0; k < NCONT; k++) {
+        int c = (r + PLACEMENTS + k) % NCONT;
+        double t = run_block(f, &cs[c], &pm);
+        if (r >= 0) ns[f][c][r] = t;
+      }
+      if (r < 0) continue;
+      for (int q = 0; q < 3; q++) ratio[f][q][r] = ns[f][WITH][r] / ns[f][WITHOUT + q][r];
+    }
+  }
+
+  if (json)
+    printf("{\"workload\":\"fastpath_cost\",\"rounds\":%d,\"placements\":%d,\"figures\":{", rounds, PLACEMENTS);
+  else
+    printf("128 B objects, %d rounds over %d placements; ns per operation (churn: per pair), "
+           "median [95%% CI]\n", rounds, PLACEMENTS);
+  static const char* const ratio_keys[3] = {"on_off", "control", "glibc"};
+  static const char* const ratio_names[3] = {"counters on/off", "copy/copy", "tslab/glibc"};
+  for (int f = 0; f < NFIGS; f++) {
+    summary_t t[NCONT], q[3];
+    for (int c = 0; c < NCONT; c++) t[c] = summarize(ns[f][c], rounds);
+    for (int i = 0; i < 3; i++) q[i] = summarize(ratio[f][i], rounds);
+    if (json) {
+      printf("%s\"%s\":{\"ns_counters_on\":%.3f,\"ns_counters_off\":%.3f,\"ns_control\":%.3f,\"ns_glibc\":%.3f",
+             f ? "," : "", fig_names[f], t[WITH].median, t[WITHOUT].median, t[CONTROL].median, t[GLIBC].median);
+      for (int i = 0; i < 3; i++)
+        printf(",\"%s_ratio\":%.4f,\"%s_ratio_lo\":%.4f,\"%s_ratio_hi\":%.4f", ratio_keys[i], q[i].median,
+               ratio_keys[i], q[i].lo, ratio_keys[i], q[i].hi);
+      printf("}");
+    } else {
+      printf("%-11s", fig_names[f]);
+      for (int c = 0; c < NCONT; c++) printf("  %s %.2f", cs[c].name, t[c].median);
+      printf("\n%-11s", "");
+      for (int i = 0; i < 3; i++) printf("  %s %.3f [%.3f, %.3f]", ratio_names[i], q[i].median, q[i].lo, q[i].hi);
+      printf("\n");
+    }
+  }
+  if (json) printf("}}\n");
+  return 0;
+}
