@@ -1,6 +1,7 @@
 /* The fast path's cost in one process: tslab with its statistics counters
  * (the shipped library), the same sources built with TSLAB_COUNTERS=0, and
- * glibc malloc, on the churn and batch loops of the suite (128 B objects).
+ * glibc malloc, on the churn and batch loops of the suite (128 B objects),
+ * plus the batch freed in a random order.
  *
  * Separate processes measured minutes apart differ by more than the 2% this
  * has to resolve on a shared machine, so the contestants take turns within
@@ -118,6 +119,7 @@ static void* must_alloc(const contestant_t* c) {
 typedef struct params {
   long churn_pairs, batch_n, batch_rounds;
   void** slots;
+  uint32_t* order; /* a fixed random permutation of the batch, for random frees */
 } params_t;
 
 static double churn_block(const contestant_t* c, const params_t* pm) {
@@ -126,26 +128,33 @@ static double churn_block(const contestant_t* c, const params_t* pm) {
   return (double)(h_now_ns() - t0) / (double)pm->churn_pairs;
 }
 
-static double batch_block(const contestant_t* c, const params_t* pm, bool lifo) {
+/* Frees in allocation order (FIFO), in reverse (LIFO) or in a random order:
+ * the first two free slab after slab, the last all over the live set. */
+enum free_order { FREE_FIFO, FREE_LIFO, FREE_RANDOM };
+
+static double batch_block(const contestant_t* c, const params_t* pm, enum free_order order) {
   uint64_t t0 = h_now_ns();
   for (long r = 0; r < pm->batch_rounds; r++) {
     for (long i = 0; i < pm->batch_n; i++) pm->slots[i] = must_alloc(c);
-    if (lifo)
+    if (order == FREE_LIFO)
       for (long i = pm->batch_n; i-- > 0;) c->free(c->ctx, pm->slots[i]);
-    else
+    else if (order == FREE_FIFO)
       for (long i = 0; i < pm->batch_n; i++) c->free(c->ctx, pm->slots[i]);
+    else
+      for (long i = 0; i < pm->batch_n; i++) c->free(c->ctx, pm->slots[pm->order[i]]);
   }
   return (double)(h_now_ns() - t0) / (double)(2 * pm->batch_n * pm->batch_rounds);
 }
 
-enum { FIG_CHURN, FIG_FIFO, FIG_LIFO, NFIGS };
-static const char* const fig_names[NFIGS] = {"churn", "batch_fifo", "batch_lifo"};
+enum { FIG_CHURN, FIG_FIFO, FIG_LIFO, FIG_RANDOM, NFIGS };
+static const char* const fig_names[NFIGS] = {"churn", "batch_fifo", "batch_lifo", "batch_random"};
 
 static double run_block(int fig, const contestant_t* c, const params_t* pm) {
   switch (fig) {
     case FIG_CHURN: return churn_block(c, pm);
-    case FIG_FIFO: return batch_block(c, pm, false);
-    default: return batch_block(c, pm, true);
+    case FIG_FIFO: return batch_block(c, pm, FREE_FIFO);
+    case FIG_LIFO: return batch_block(c, pm, FREE_LIFO);
+    default: return batch_block(c, pm, FREE_RANDOM);
   }
 }
 
@@ -196,7 +205,7 @@ int main(int argc, char** argv) {
   char** args = argv + 1;
   int rounds = (int)h_arg_u64(na, args, "rounds", 61);
   params_t pm = {(long)h_arg_u64(na, args, "churn_pairs", 200000), (long)h_arg_u64(na, args, "batch_n", 10000),
-                 (long)h_arg_u64(na, args, "batch_rounds", 5), NULL};
+                 (long)h_arg_u64(na, args, "batch_rounds", 5), NULL, NULL};
   if (rounds < 3 || rounds > MAX_ROUNDS || pm.churn_pairs < 1 || pm.batch_n < 1 || pm.batch_rounds < 1) {
     fprintf(stderr, "usage: bench_fastpath_cost [--json] [rounds=3..%d] [churn_pairs=N] [batch_n=N] "
                     "[batch_rounds=N] [with=PATH] [without=PATH] [control=PATH]\n", MAX_ROUNDS);
@@ -214,6 +223,15 @@ int main(int argc, char** argv) {
                             {"tslab, second copy", lib_alloc, lib_free, &libs[CONTROL]},
                             {"glibc", glibc_alloc, glibc_free, NULL}};
   pm.slots = h_map((size_t)pm.batch_n * sizeof *pm.slots);
+  pm.order = h_map((size_t)pm.batch_n * sizeof *pm.order);
+  h_rng shuffle = {42};
+  for (long i = 0; i < pm.batch_n; i++) pm.order[i] = (uint32_t)i;
+  for (long i = pm.batch_n - 1; i > 0; i--) {
+    long j = (long)h_range(&shuffle, 0, (uint64_t)i);
+    uint32_t t = pm.order[i];
+    pm.order[i] = pm.order[j];
+    pm.order[j] = t;
+  }
 
   /* ratio[f][q][r]: the round's WITH time over WITHOUT, CONTROL, GLIBC. */
   static double ns[NFIGS][NCONT][MAX_ROUNDS], ratio[NFIGS][3][MAX_ROUNDS];

@@ -33,7 +33,7 @@ PATTERNS = ["burst", "steady", "leak", "hotspot", "kernel"]
 BURST_DELAYS = ["0", "10", "100", "1000"]
 # bench_fastpath_cost's figures: (key, name).
 COUNTER_FIGURES = [("churn", "churn ns/pair"), ("batch_fifo", "batch FIFO ns/op"),
-                   ("batch_lifo", "batch LIFO ns/op")]
+                   ("batch_lifo", "batch LIFO ns/op"), ("batch_random", "batch, random frees, ns/op")]
 
 
 def fastpath(res, fig, key):

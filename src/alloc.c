@@ -182,7 +182,7 @@ static bool fail_free(tslab_t* a, int status) {
  * and parked (it can serve again: ready list). Ready slabs keep their
  * notification armed; a spurious notification only costs a collect. */
 static void after_local_free(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
-  if (s->used == 0) {
+  if (tslab_slab_used(s) == 0) {
     if (s->list == TSLAB_LIST_CUR) return;
     tslab_tcache_unlink_run(tc, bin, s);
     tslab_slab_retire(a, s);
@@ -257,22 +257,21 @@ static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s
   if (unlikely(!(al & bit) || (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit)))
     return false;
   atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
-  tslab_bump(&s->bin->frees, 1);
-  s->used--;
+  tslab_slab_count_free(s);
   return true;
 }
 
 /* Whether a local free left work beyond the bitmap: a handle generation to
  * bump, a slab that emptied or leaves the parked list. */
 static inline bool free_local_rare(const tslab_run_t* s) {
-  return (s->list != TSLAB_LIST_CUR && (s->used == 0 || s->list == TSLAB_LIST_PARKED)) ||
+  return (s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED)) ||
          atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
 /* The rare part of a local free. */
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
   if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
-  if (s->used == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
+  if (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
 }
 
 /* The rare part of a local free and the end of its busy window: out of line

@@ -51,8 +51,8 @@ TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status) {
  * totals, and add them to the era's and the cache's sums, which the closer
  * applies once per close and once per cache. */
 TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
-  uint64_t al = tslab_bin_allocs(bin);
-  uint64_t fr = atomic_load_explicit(&bin->frees, memory_order_relaxed);
+  uint64_t al, fr;
+  tslab_bin_read(bin, &al, &fr);
   uint64_t xf = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
   uint64_t sl = atomic_load_explicit(&bin->slow, memory_order_relaxed);
   uint64_t size = tslab_classes[cls].size;
@@ -67,6 +67,7 @@ TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_bin_t* bin, uint32_t 
   atomic_fetch_add_explicit(&a->ext_xfrees[cls], xf, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->ext_slow[cls], sl, memory_order_relaxed);
   atomic_store_explicit(&bin->taken, 0, memory_order_relaxed);
+  atomic_store_explicit(&bin->frees_reported, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->frees, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->xfrees, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->slow, 0, memory_order_relaxed);

@@ -105,7 +105,10 @@ struct tslab_run {
   _Atomic(tslab_tcache_t*) owner;
   _Atomic uint32_t mode;
   _Atomic uint32_t notify;
-  uint32_t used;              /* owner only */
+  /* Bits 0-15: used, the slots handed out or set aside less those freed.
+   * Bits 16-63: local frees not yet added to the bin's `frees` (section 8).
+   * One owner-only add updates both. */
+  _Atomic uint64_t usage;
   uint32_t hint;              /* owner only: where the next word scan starts */
   uint8_t list;               /* owner only: enum tslab_bin_list */
   struct tslab_bin* bin;      /* owner only: the bin holding the slab */
@@ -150,14 +153,17 @@ typedef struct tslab_bin {
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
   uint32_t cls;
-  tslab_run_t* cur;
+  tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   _Atomic uint64_t frees;     /* counters of this (slot, class) for `era`; owner-only writes */
   /* Cold. */
   _Atomic uint64_t taken;     /* slots set aside, less those dropped unused */
-  /* Odd while the owner changes `taken` and `mask` together, so that a
-   * reader never pairs one's old value with the other's new one. */
+  /* Odd while the owner changes `taken`, `mask`, `cur` or the ready list,
+   * or moves pending frees into `frees`, so that a reader never pairs one's
+   * old value with another's new one. */
   _Atomic uint64_t seq;
-  tslab_run_t* ready;
+  /* The highest frees count a reader reported (readers hold the registry mutex). */
+  _Atomic uint64_t frees_reported;
+  tslab_run_t* ready;         /* links: owner writes (relaxed atomic); statistics walk */
   tslab_run_t* parked;
   _Atomic uint64_t era;       /* era of the slabs and counters, 0 = none; owner and closer write */
   _Atomic uint64_t xfrees;
@@ -407,9 +413,9 @@ static inline bool tslab_slab_is_live(const tslab_run_t* s, uint32_t idx) {
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
-/* Allocations the bin has made for its era: a consistent read of `taken`
- * and `mask` from any thread. */
-TSLAB_INTERNAL uint64_t tslab_bin_allocs(tslab_bin_t* bin);
+/* The bin's allocations and frees for its era, read consistently from any
+ * thread (section 8). */
+TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees);
 TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_tcache_spare_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
@@ -485,20 +491,53 @@ static inline void tslab_busy_exit(tslab_tcache_t* tc) {
 #define TSLAB_TSAN 1
 #endif
 
-/* Owner-only counter increment, no read-modify-write: other threads only
- * read the counter. Compilers do not fuse an atomic load and store into one
- * instruction, so on x86-64 (where an aligned 8-byte store is single-copy
- * atomic) it is one add to memory without a lock prefix; this keeps the
- * free fast path's only counter at two instructions (docs/ARCHITECTURE.md
- * section 8). ThreadSanitizer builds keep the atomic form it can see. */
-static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
-#if TSLAB_COUNTERS && defined(__x86_64__) && !defined(TSLAB_TSAN)
+/* Owner-only add, no read-modify-write: other threads only read the word.
+ * Compilers do not fuse an atomic load and store into one instruction, so
+ * on x86-64 (where an aligned 8-byte store is single-copy atomic) it is one
+ * add to memory without a lock prefix. ThreadSanitizer builds keep the
+ * atomic form it can see. */
+static inline void tslab_owner_add(_Atomic uint64_t* c, uint64_t n) {
+#if defined(__x86_64__) && !defined(TSLAB_TSAN)
   __asm__("addq %1, %0" : "+m"(*(uint64_t*)c) : "er"(n));
-#elif TSLAB_COUNTERS
+#else
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+#endif
+}
+
+/* An owner-only statistics counter. */
+static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
+#if TSLAB_COUNTERS
+  tslab_owner_add(c, n);
 #else
   (void)c;
   (void)n;
+#endif
+}
+
+#define TSLAB_USED_BITS 16
+#define TSLAB_USED_MASK ((1ull << TSLAB_USED_BITS) - 1)
+/* used never exceeds capacity plus one set-aside word. */
+_Static_assert(TSLAB_MAX_SLOTS + 64 <= TSLAB_USED_MASK, "used must fit its bits of usage");
+
+static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
+  return (uint32_t)(atomic_load_explicit(&s->usage, memory_order_relaxed) & TSLAB_USED_MASK);
+}
+
+static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
+  return atomic_load_explicit(&s->usage, memory_order_relaxed) >> TSLAB_USED_BITS;
+}
+
+/* Owner: used += n (n may be negative); pending frees are untouched. */
+static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_add(&s->usage, (uint64_t)n); }
+
+/* Owner, local free of a valid slot (used >= 1, so `used` cannot borrow
+ * from the pending count): one add of an immediate takes the slot off
+ * `used` and counts a pending free. */
+static inline void tslab_slab_count_free(tslab_run_t* s) {
+#if TSLAB_COUNTERS
+  tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
+#else
+  tslab_slab_used_add(s, -1);
 #endif
 }
 

@@ -15,11 +15,13 @@ static bool era_holds_slot(tslab_t* a, uint64_t era) {
 /* Give an empty, formatted slab to cache tc for `era`: owner-private state
  * from scratch, and the slab counts for the era again. */
 static void slab_attach(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint64_t era) {
-  s->used = 0;
+  atomic_store_explicit(&s->usage, 0, memory_order_relaxed);
   s->hint = 0;
   s->list = TSLAB_LIST_NONE;
   s->bin = NULL;
-  s->bin_next = s->bin_prev = s->notify_next = s->notify_prev = NULL;
+  __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED); /* statistics may walk a stale list */
+  __atomic_store_n(&s->bin_prev, NULL, __ATOMIC_RELAXED);
+  s->notify_next = s->notify_prev = NULL;
   atomic_store_explicit(&s->era, era, memory_order_relaxed);
   atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
   atomic_store_explicit(&s->creator, tc, memory_order_relaxed);
@@ -126,8 +128,8 @@ TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a) {
     n += (uint32_t)__builtin_popcountll(valid);
     bump_gens(s, w, valid);
   }
-  TSLAB_ASSERT(n <= s->used);
-  s->used -= n;
+  TSLAB_ASSERT(n <= tslab_slab_used(s));
+  tslab_slab_used_add(s, -(int64_t)n);
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
   return n;
 }
@@ -206,7 +208,8 @@ TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   s->list = TSLAB_LIST_NONE;
   s->bin = NULL;
-  s->bin_next = s->bin_prev = NULL;
+  __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->bin_prev, NULL, __ATOMIC_RELAXED);
   int64_t collected = 0;
   uint64_t invalid = 0;
   for (uint32_t w = 0; w < s->words; w++) {
@@ -218,7 +221,7 @@ TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s) {
     invalid += (uint64_t)__builtin_popcountll(r & ~old);
   }
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
-  return (int64_t)s->used - collected;
+  return (int64_t)tslab_slab_used(s) - collected;
 }
 
 /* Closer, step 4b, once no busy window can still see the slab attached:
@@ -279,8 +282,11 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     uint32_t aside = s->list == TSLAB_LIST_CUR
                          ? (uint32_t)__builtin_popcountll(atomic_load(&s->bin->mask))
                          : 0;
-    if (set + aside != s->used)
-      REPORT("attached slab %p: used %u but %u slots allocated, %u set aside", (void*)s->start, s->used, set, aside);
+    if (set + aside != tslab_slab_used(s))
+      REPORT("attached slab %p: used %u but %u slots allocated, %u set aside", (void*)s->start,
+             tslab_slab_used(s), set, aside);
+    if (tslab_slab_pending(s) && s->list != TSLAB_LIST_CUR && s->list != TSLAB_LIST_READY)
+      REPORT("slab %p has pending frees outside the current slab and the ready list", (void*)s->start);
     if (!atomic_load(&s->owner)) REPORT("attached slab %p has no owner", (void*)s->start);
   } else {
     uint32_t pending = 0;

@@ -10,6 +10,11 @@
 
 static uint64_t ld(_Atomic uint64_t* p) { return atomic_load_explicit(p, memory_order_relaxed); }
 
+/* What is still live: in - out. Counts summed over threads are read one
+ * after another, so a free counted in one thread's bin may be newer than
+ * the allocation count read from another's: never wrap below zero. */
+static uint64_t live_of(uint64_t in, uint64_t out) { return in > out ? in - out : 0; }
+
 typedef struct class_totals {
   uint64_t allocs[TSLAB_CLASSES], frees[TSLAB_CLASSES], xfrees[TSLAB_CLASSES], slow[TSLAB_CLASSES];
   uint64_t bins_in_use; /* bins counting for an era */
@@ -31,8 +36,10 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
-        t->allocs[c] += tslab_bin_allocs(b);
-        t->frees[c] += ld(&b->frees);
+        uint64_t al, fr;
+        tslab_bin_read(b, &al, &fr);
+        t->allocs[c] += al;
+        t->frees[c] += fr;
         t->xfrees[c] += ld(&b->xfrees);
         t->slow[c] += ld(&b->slow);
         t->bins_in_use += ld(&b->era) != 0;
@@ -55,8 +62,8 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
     out->frees_total += t.frees[c];
     out->cross_thread_frees_total += t.xfrees[c];
     out->slow_path_total += t.slow[c];
-    out->live_objects += t.allocs[c] - t.frees[c];
-    out->live_bytes += (t.allocs[c] - t.frees[c]) * tslab_classes[c].size;
+    out->live_objects += live_of(t.allocs[c], t.frees[c]);
+    out->live_bytes += live_of(t.allocs[c], t.frees[c]) * tslab_classes[c].size;
     out->slabs_in_use += ld(&a->cls_slabs[c]);
   }
   out->allocations_total += ld(&a->large_allocs);
@@ -121,7 +128,7 @@ TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t*
   out->frees_total = t.frees[index];
   out->cross_thread_frees_total = t.xfrees[index];
   out->slow_path_total = t.slow[index];
-  out->live_objects = t.allocs[index] - t.frees[index];
+  out->live_objects = live_of(t.allocs[index], t.frees[index]);
   out->slabs = ld(&a->cls_slabs[index]);
   return TSLAB_OK;
 }
@@ -153,7 +160,8 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
       if (atomic_load_explicit(&b->era, memory_order_relaxed) != era) continue;
-      uint64_t al = tslab_bin_allocs(b), fr = ld(&b->frees);
+      uint64_t al, fr;
+      tslab_bin_read(b, &al, &fr);
       xf += ld(&b->xfrees);
       sl += ld(&b->slow);
       allocs += al;
@@ -165,8 +173,8 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
   pthread_mutex_unlock(&a->reg_mu);
   out->allocations_total = allocs;
   out->frees_total = frees;
-  out->live_objects = allocs - frees;
-  out->live_bytes = abytes - fbytes;
+  out->live_objects = live_of(allocs, frees);
+  out->live_bytes = live_of(abytes, fbytes);
   out->slabs = ld(&es->slabs);
   out->empty_slabs = ld(&es->empty_runs);
   out->rss_estimate_bytes = ld(&es->slab_bytes) + ld(&es->empty_bytes);
@@ -222,8 +230,10 @@ TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
   pthread_mutex_lock(&a->reg_mu); /* closers fold this cache's bins under it */
   for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) {
     tslab_bin_t* b = &tc->bins[i];
-    out->allocations_total += tslab_bin_allocs(b);
-    out->frees_total += ld(&b->frees);
+    uint64_t al, fr;
+    tslab_bin_read(b, &al, &fr);
+    out->allocations_total += al;
+    out->frees_total += fr;
     out->cross_thread_frees_total += ld(&b->xfrees);
     out->slow_path_total += ld(&b->slow);
     out->cached_slabs += (b->cur != NULL);
@@ -310,7 +320,7 @@ TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t
       abytes += e.live_bytes;
       if (e.state == TSLAB_EPOCH_ACTIVE) o->open_epochs++;
     }
-    o->live_bytes = abytes - fbytes;
+    o->live_bytes = live_of(abytes, fbytes);
     if (i < TSLAB_LABELS_MAX || o->epochs_total) n++;
   }
   pthread_mutex_unlock(&a->epoch_mu);

@@ -67,22 +67,160 @@ static bool instance_alive_locked(tslab_t* a, uint64_t id) {
 
 /* ---- bins ---- */
 
+/* The bin lists are the owner's; statistics readers walk the ready list
+ * (section 8), so the links are written with relaxed atomic stores. */
+#define LINK_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+#define LINK_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
 static void list_push(tslab_run_t** head, tslab_run_t* s, uint8_t which) {
   s->list = which;
-  s->bin_prev = NULL;
-  s->bin_next = *head;
-  if (*head) (*head)->bin_prev = s;
-  *head = s;
+  LINK_STORE(s->bin_prev, NULL);
+  LINK_STORE(s->bin_next, *head);
+  if (*head) LINK_STORE((*head)->bin_prev, s);
+  LINK_STORE(*head, s);
 }
 
 static void list_remove(tslab_run_t** head, tslab_run_t* s) {
   if (s->bin_prev)
-    s->bin_prev->bin_next = s->bin_next;
+    LINK_STORE(s->bin_prev->bin_next, s->bin_next);
   else
-    *head = s->bin_next;
-  if (s->bin_next) s->bin_next->bin_prev = s->bin_prev;
-  s->bin_next = s->bin_prev = NULL;
+    LINK_STORE(*head, s->bin_next);
+  if (s->bin_next) LINK_STORE(s->bin_next->bin_prev, s->bin_prev);
+  LINK_STORE(s->bin_next, NULL);
+  LINK_STORE(s->bin_prev, NULL);
   s->list = TSLAB_LIST_NONE;
+}
+
+/* ---- counting frees (docs/ARCHITECTURE.md section 8) ---- */
+
+/* A write section: statistics readers retry while seq is odd or moved. */
+static void bin_write_begin(tslab_bin_t* bin) {
+#if TSLAB_COUNTERS
+  atomic_store_explicit(&bin->seq, atomic_load_explicit(&bin->seq, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+#else
+  (void)bin;
+#endif
+}
+
+static void bin_write_end(tslab_bin_t* bin) {
+#if TSLAB_COUNTERS
+  atomic_store_explicit(&bin->seq, atomic_load_explicit(&bin->seq, memory_order_relaxed) + 1,
+                        memory_order_release);
+#else
+  (void)bin;
+#endif
+}
+
+/* In a write section: s's pending local frees join the bin's count. */
+static void slab_fold(tslab_bin_t* bin, tslab_run_t* s) {
+  uint64_t u = atomic_load_explicit(&s->usage, memory_order_relaxed);
+  if (u >> TSLAB_USED_BITS) {
+    atomic_store_explicit(&s->usage, u & TSLAB_USED_MASK, memory_order_relaxed);
+    tslab_bump(&bin->frees, u >> TSLAB_USED_BITS);
+  }
+}
+
+/* Owner, or the closer with the owner quiescent for the bin's era: make s
+ * (or nobody) the current slab. The old one's pending frees join the bin's
+ * count in the same section: it may be parked, where readers do not look. */
+static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
+  bin_write_begin(bin);
+  if (bin->cur) slab_fold(bin, bin->cur);
+  LINK_STORE(bin->cur, s);
+  bin_write_end(bin);
+}
+
+/* Owner, or the closer as above: replace the set-aside slots of the current
+ * slab by `mask`. Set-aside slots count in the slab's `used` and the bin's
+ * `taken`, so the allocation fast path needs neither. */
+static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
+  uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+  int64_t delta = (int64_t)__builtin_popcountll(mask) - (int64_t)__builtin_popcountll(old);
+  bin_write_begin(bin);
+  if (bin->cur) {
+    slab_fold(bin, bin->cur); /* bounds the pending count of a slab that stays current */
+    tslab_slab_used_add(bin->cur, delta);
+  }
+  tslab_bump(&bin->taken, (uint64_t)delta);
+  atomic_store_explicit(&bin->mask, mask, memory_order_relaxed);
+  bin_write_end(bin);
+}
+
+static void ready_push(tslab_bin_t* bin, tslab_run_t* s) {
+  bin_write_begin(bin);
+  list_push(&bin->ready, s, TSLAB_LIST_READY);
+  bin_write_end(bin);
+}
+
+static void ready_remove(tslab_bin_t* bin, tslab_run_t* s) {
+  bin_write_begin(bin);
+  slab_fold(bin, s);
+  list_remove(&bin->ready, s);
+  bin_write_end(bin);
+}
+
+/* Parked slabs are not walked: one that leaves the walked places hands its
+ * pending frees over on the way. */
+static void parked_push(tslab_bin_t* bin, tslab_run_t* s) {
+  bin_write_begin(bin);
+  slab_fold(bin, s);
+  list_push(&bin->parked, s, TSLAB_LIST_PARKED);
+  bin_write_end(bin);
+}
+
+static void parked_remove(tslab_bin_t* bin, tslab_run_t* s) {
+  bin_write_begin(bin);
+  slab_fold(bin, s);
+  list_remove(&bin->parked, s);
+  bin_write_end(bin);
+}
+
+/* One try at reading the bin: frees (the bin's count plus the pending frees
+ * of its current and ready slabs, or of the current slab only when `walk`
+ * is false) and allocations. False when the owner changed the bin meanwhile. */
+static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t* frees) {
+  enum { CHECK_EVERY = 64, WALK_MAX = 1u << 20 };
+  uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
+  if (seq & 1) return false;
+  uint64_t f = atomic_load_explicit(&bin->frees, memory_order_relaxed);
+  tslab_run_t* cur = LINK_LOAD(bin->cur);
+  if (cur) f += tslab_slab_pending(cur);
+  if (walk) {
+    uint32_t n = 0;
+    for (tslab_run_t* s = LINK_LOAD(bin->ready); s; s = LINK_LOAD(s->bin_next)) {
+      f += tslab_slab_pending(s);
+      /* A list changed under the walk can be cut short or even loop. */
+      if (++n % CHECK_EVERY == 0 && (atomic_load_explicit(&bin->seq, memory_order_acquire) != seq || n >= WALK_MAX))
+        return false;
+    }
+  }
+  /* The mask last: allocations read after the frees cover every slot freed. */
+  uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_relaxed);
+  uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&bin->seq, memory_order_relaxed) != seq) return false;
+  *allocs = taken - (uint64_t)__builtin_popcountll(mask);
+  *frees = f;
+  return true;
+}
+
+TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees) {
+  /* A walk that keeps failing (a long ready list under an owner busy in its
+   * slow path) gives way to a short read, which leaves out pending frees of
+   * ready slabs: a lower bound. The bin remembers the highest count it
+   * reported, so counts never go backwards. */
+  enum { WALKS = 8 };
+  uint64_t f = 0;
+  for (unsigned tries = 0;; tries++) {
+    if (bin_try_read(bin, tries < WALKS, allocs, &f)) break;
+    if (tries > 64) sched_yield();
+  }
+  uint64_t seen = atomic_load_explicit(&bin->frees_reported, memory_order_relaxed);
+  if (f < seen) f = seen;
+  atomic_store_explicit(&bin->frees_reported, f, memory_order_relaxed);
+  *frees = f;
 }
 
 static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
@@ -101,11 +239,11 @@ static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
  * so the mutex is needed only when that may have happened. */
 TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
   if (s->list == TSLAB_LIST_CUR)
-    bin->cur = NULL;
+    bin_set_cur(bin, NULL);
   else if (s->list == TSLAB_LIST_READY)
-    list_remove(&bin->ready, s);
+    ready_remove(bin, s);
   else if (s->list == TSLAB_LIST_PARKED)
-    list_remove(&bin->parked, s);
+    parked_remove(bin, s);
   s->list = TSLAB_LIST_NONE;
   uint32_t st = TSLAB_NOTIFY_ARMED;
   if (!atomic_compare_exchange_strong_explicit(&s->notify, &st, TSLAB_NOTIFY_NONE, memory_order_seq_cst,
@@ -177,8 +315,8 @@ static void spares_to_heap(tslab_t* a, tslab_tcache_t* tc) {
 
 /* Owner: a parked slab has free slots again. */
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s) {
-  list_remove(&bin->parked, s);
-  list_push(&bin->ready, s, TSLAB_LIST_READY);
+  parked_remove(bin, s);
+  ready_push(bin, s);
 }
 
 /* Remote freer: the first remote free to an ARMED slab queues it for its
@@ -202,10 +340,10 @@ TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s) {
  * emptied; put it where it belongs. */
 static void settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
   tslab_bin_t* bin = s->bin;
-  if (s->used == 0 && s->list != TSLAB_LIST_CUR) {
+  if (tslab_slab_used(s) == 0 && s->list != TSLAB_LIST_CUR) {
     tslab_tcache_unlink_run(tc, bin, s);
     tslab_slab_retire(a, s);
-  } else if (s->list == TSLAB_LIST_PARKED && s->used < s->capacity) {
+  } else if (s->list == TSLAB_LIST_PARKED && tslab_slab_used(s) < s->capacity) {
     tslab_tcache_ready(bin, s);
   }
 }
@@ -235,43 +373,9 @@ static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
 /* Owner: a slab that is not current is full; park it armed for notification. */
 static void park(tslab_bin_t* bin, tslab_run_t* s) {
   if (tslab_slab_arm(s))
-    list_push(&bin->ready, s, TSLAB_LIST_READY);
+    ready_push(bin, s);
   else
-    list_push(&bin->parked, s, TSLAB_LIST_PARKED);
-}
-
-/* Owner, or the closer with the owner quiescent for the bin's era: replace
- * the set-aside slots of the current slab by `mask`. Set-aside slots count
- * in the slab's `used` and the bin's `taken`, so the allocation fast path
- * needs neither. */
-static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
-  uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-  int64_t delta = (int64_t)__builtin_popcountll(mask) - (int64_t)__builtin_popcountll(old);
-  if (bin->cur) bin->cur->used = (uint32_t)((int64_t)bin->cur->used + delta);
-#if TSLAB_COUNTERS
-  /* A seqlock write (section 8): readers retry while seq is odd or moved. */
-  uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_relaxed);
-  atomic_store_explicit(&bin->seq, seq + 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
-  atomic_store_explicit(&bin->taken, atomic_load_explicit(&bin->taken, memory_order_relaxed) + (uint64_t)delta,
-                        memory_order_relaxed);
-  atomic_store_explicit(&bin->mask, mask, memory_order_relaxed);
-  atomic_store_explicit(&bin->seq, seq + 2, memory_order_release);
-#else
-  atomic_store_explicit(&bin->mask, mask, memory_order_relaxed);
-#endif
-}
-
-TSLAB_INTERNAL uint64_t tslab_bin_allocs(tslab_bin_t* bin) {
-  for (unsigned spins = 0;; spins++) {
-    uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
-    uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_relaxed);
-    uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    if (!(seq & 1) && atomic_load_explicit(&bin->seq, memory_order_relaxed) == seq)
-      return taken - (uint64_t)__builtin_popcountll(mask);
-    if (spins > 64) sched_yield();
-  }
+    parked_push(bin, s);
 }
 
 static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
@@ -279,7 +383,7 @@ static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
   tslab_run_t* old = bin->cur;
   if (old) park(bin, old);
   s->list = TSLAB_LIST_CUR;
-  bin->cur = s;
+  bin_set_cur(bin, s);
 }
 
 /* Owner: set aside the free slots of the next bitmap word of the current
@@ -319,7 +423,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
     /* A ready slab that turns out full is parked by the next make_current;
      * arming puts it straight back on the ready list if frees raced in. */
     tslab_run_t* s = bin->ready;
-    list_remove(&bin->ready, s);
+    ready_remove(bin, s);
     tslab_slab_collect(s, a);
     make_current(bin, s);
     if (take_word(bin)) goto done;
@@ -344,7 +448,7 @@ static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_ru
     tslab_run_t* next = s->bin_next;
     notify_unlink_locked(tc, s);
     s->detach_delta = tslab_slab_detach(a, s);
-    s->bin_next = *detached;
+    LINK_STORE(s->bin_next, *detached);
     *detached = s;
     s = next;
   }
@@ -363,15 +467,19 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
       bin_set_mask(bin, 0);
-      if (bin->cur) {
-        tslab_run_t* cur = bin->cur;
-        cur->bin_next = NULL;
+      tslab_run_t* cur = bin->cur;
+      bin_set_cur(bin, NULL);
+      for (tslab_run_t* s = bin->ready; s; s = s->bin_next) slab_fold(bin, s);
+      if (cur) {
+        LINK_STORE(cur->bin_next, NULL);
         detach_list(a, tc, cur, detached);
       }
-      detach_list(a, tc, bin->ready, detached);
+      tslab_run_t* ready = bin->ready;
+      LINK_STORE(bin->ready, NULL);
+      detach_list(a, tc, ready, detached);
       detach_list(a, tc, bin->parked, detached);
+      bin->parked = NULL;
       tslab_epoch_fold_bin(a, bin, c, &mine);
-      bin->cur = bin->ready = bin->parked = NULL;
       atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
     }
     used[word] = 0;
@@ -518,7 +626,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
         tslab_run_t* cur = bin->cur;
         if (cur) {
           tslab_slab_collect(cur, a);
-          if (cur->used == 0) {
+          if (tslab_slab_used(cur) == 0) {
             tslab_tcache_unlink_run(tc, bin, cur);
             tslab_slab_retire(a, cur);
           }
