@@ -171,7 +171,7 @@ static void close_locked(tslab_t* a, uint64_t era, bool forced) {
   while (detached) {
     tslab_run_t* s = detached;
     detached = s->bin_next;
-    s->bin_next = NULL;
+    __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED); /* links are read by statistics (section 8) */
     tslab_slab_detach_finish(a, s, s->detach_delta, &empty, &release);
   }
   if (empty) tslab_heap_retire_list(a, empty, release);

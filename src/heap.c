@@ -4,6 +4,7 @@
  * owns the metadata region where run descriptors, slab bitmaps and handle
  * generation arrays live (docs/ARCHITECTURE.md section 4). All of it is
  * guarded by heap->mu; madvise runs outside the mutex. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +43,27 @@ static void push_block(void** list, void* p) {
   *list = p;
 }
 
+/* A statistics reader may still load `usage` and the bin links of a
+ * recycled descriptor through a pointer it read before (and then discards
+ * what it read, docs/ARCHITECTURE.md section 8): those fields are cleared
+ * with atomic stores, the rest with memset. */
+_Static_assert(offsetof(tslab_run_t, bin_prev) == offsetof(tslab_run_t, bin_next) + sizeof(tslab_run_t*) &&
+                   offsetof(tslab_run_t, notify_next) == offsetof(tslab_run_t, bin_prev) + sizeof(tslab_run_t*) &&
+                   offsetof(tslab_run_t, usage) < offsetof(tslab_run_t, bin_next),
+               "desc_new clears the fields around usage and the bin links");
+
 static tslab_run_t* desc_new(tslab_t* a) {
   tslab_run_t* r = (tslab_run_t*)pop_block((void**)&a->heap.free_descs);
   if (!r) r = (tslab_run_t*)meta_alloc(a, sizeof(tslab_run_t));
   if (!r) return NULL;
-  memset(r, 0, sizeof *r);
+  size_t usage = offsetof(tslab_run_t, usage), after_usage = usage + sizeof r->usage;
+  size_t links = offsetof(tslab_run_t, bin_next), after_links = offsetof(tslab_run_t, notify_next);
+  memset(r, 0, usage);
+  memset((char*)r + after_usage, 0, links - after_usage);
+  memset((char*)r + after_links, 0, sizeof *r - after_links);
+  atomic_store_explicit(&r->usage, 0, memory_order_relaxed);
+  __atomic_store_n(&r->bin_next, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&r->bin_prev, NULL, __ATOMIC_RELAXED);
   return r;
 }
 

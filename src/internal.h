@@ -107,7 +107,8 @@ struct tslab_run {
   _Atomic uint32_t notify;
   /* Bits 0-15: used, the slots handed out or set aside less those freed.
    * Bits 16-63: local frees not yet added to the bin's `frees` (section 8).
-   * One owner-only add updates both. */
+   * The owner writes it (one add per local free), the closer at detach;
+   * statistics read it. */
   _Atomic uint64_t usage;
   uint32_t hint;              /* owner only: where the next word scan starts */
   uint8_t list;               /* owner only: enum tslab_bin_list */
@@ -117,7 +118,9 @@ struct tslab_run {
   _Atomic uint64_t* alloc;    /* words bitmap words each */
   _Atomic uint64_t* remote;
   _Atomic(_Atomic uint16_t*) gens;
-  tslab_run_t* bin_next;      /* owner only: ready / parked list */
+  /* Ready / parked list: the owner writes (relaxed atomic stores), the
+   * closer at detach; statistics walk the ready list. */
+  tslab_run_t* bin_next;
   tslab_run_t* bin_prev;
   tslab_run_t* notify_next;   /* owner cache's mutex */
   tslab_run_t* notify_prev;
@@ -142,19 +145,21 @@ struct tslab_run {
 /* ------------------------------------------------------------------------- */
 
 typedef struct tslab_bin {
-  /* Hot: the fast paths touch only these. `mask` holds the free slots of
-   * one bitmap word of the current slab that the owner has set aside for
-   * itself; allocating one sets its bit in `*word`. Set-aside slots count
-   * as taken (`taken`, the slab's `used`) from the moment they are set
-   * aside, so allocating needs no counter: allocations = taken -
-   * popcount(mask). Owner writes, relaxed; statistics read it racily. */
+  /* Hot: the allocation fast path touches only these. `mask` holds the
+   * free slots of one bitmap word of the current slab that the owner has
+   * set aside for itself; allocating one sets its bit in `*word`. Set-aside
+   * slots count as taken (`taken`, the slab's `used`) from the moment they
+   * are set aside, so allocating needs no counter: allocations = taken -
+   * popcount(mask). Owner writes, relaxed; statistics read it. */
   _Atomic uint64_t mask;
   uint8_t* base;              /* address of the first slot of that word */
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
   uint32_t cls;
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
-  _Atomic uint64_t frees;     /* counters of this (slot, class) for `era`; owner-only writes */
+  /* Counters of this (slot, class) for `era`: the owner writes them, the
+   * closer when it folds the bin. */
+  _Atomic uint64_t frees;
   /* Cold. */
   _Atomic uint64_t taken;     /* slots set aside, less those dropped unused */
   /* Odd while the owner changes `taken`, `mask`, `cur` or the ready list,
@@ -516,8 +521,8 @@ static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
 
 #define TSLAB_USED_BITS 16
 #define TSLAB_USED_MASK ((1ull << TSLAB_USED_BITS) - 1)
-/* used never exceeds capacity plus one set-aside word. */
-_Static_assert(TSLAB_MAX_SLOTS + 64 <= TSLAB_USED_MASK, "used must fit its bits of usage");
+/* used counts slots, allocated or set aside: at most the capacity. */
+_Static_assert(TSLAB_MAX_SLOTS <= TSLAB_USED_MASK, "used must fit its bits of usage");
 
 static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
   return (uint32_t)(atomic_load_explicit(&s->usage, memory_order_relaxed) & TSLAB_USED_MASK);

@@ -91,15 +91,15 @@ static bool slab_unaccount(tslab_t* a, tslab_run_t* s) {
   return st != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) && a->config.release_policy != TSLAB_RELEASE_POOLED;
 }
 
-/* Hand an empty slab that left use back: under the pooled policy to its
- * creating cache's spares, else (or over that cache's budget) to the heap,
- * which releases it when its era is no longer active. */
 /* Pooled policy: offer an empty slab to its creating cache's spares. */
 static bool to_spares(tslab_t* a, tslab_run_t* s) {
   tslab_tcache_t* creator = atomic_load_explicit(&s->creator, memory_order_relaxed);
   return a->config.release_policy == TSLAB_RELEASE_POOLED && creator && tslab_tcache_spare_push(a, creator, s);
 }
 
+/* Hand an empty slab that left use back: under the pooled policy to its
+ * creating cache's spares, else (or over that cache's budget) to the heap,
+ * which releases it when its era is no longer active. */
 TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s) {
   bool release = slab_unaccount(a, s);
   if (!to_spares(a, s)) tslab_heap_retire(a, s, release);

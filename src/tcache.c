@@ -165,11 +165,14 @@ static void bin_list_remove(tslab_bin_t* bin, tslab_run_t** head, tslab_run_t* s
   bin_write_end(bin);
 }
 
+#if TSLAB_COUNTERS
 /* One try at reading the bin: frees (the bin's count plus the pending frees
  * of its current and ready slabs, or of the current slab only when `walk`
  * is false) and allocations. False when the owner changed the bin meanwhile. */
 static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t* frees) {
-  enum { CHECK_EVERY = 64, WALK_MAX = 1u << 20 };
+  /* WALK_MAX: more slabs than granules in the largest reservation (1 TiB)
+   * means the walk went round a list changed under it. */
+  enum { CHECK_EVERY = 64, WALK_MAX = 1u << 26 };
   uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
   if (seq & 1) return false;
   uint64_t f = atomic_load_explicit(&bin->frees, memory_order_relaxed);
@@ -193,8 +196,10 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
   *frees = f;
   return true;
 }
+#endif
 
 TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees) {
+#if TSLAB_COUNTERS
   /* A walk that keeps failing (a long ready list under an owner busy in its
    * slow path) gives way to a short read, which leaves out pending frees of
    * ready slabs: a lower bound. The bin remembers the highest count it
@@ -209,6 +214,11 @@ TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t*
   if (f < seen) f = seen;
   atomic_store_explicit(&bin->frees_reported, f, memory_order_relaxed);
   *frees = f;
+#else
+  /* Counters compiled out: `taken` and `frees` are not kept. */
+  (void)bin;
+  *allocs = *frees = 0;
+#endif
 }
 
 static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
