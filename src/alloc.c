@@ -36,13 +36,12 @@ static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* 
 
 /* Hand out one slot from the bin's set-aside word (owner, busy window). The
  * slot was counted when it was set aside (tcache.c, bin_set_mask). */
-static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin) {
-  uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-  uint32_t b = (uint32_t)__builtin_ctzll(m);
+static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, uint64_t m) {
+  size_t b = (unsigned)__builtin_ctzll(m);
   atomic_store_explicit(&bin->mask, m & (m - 1), memory_order_relaxed);
   atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | (1ull << b),
                         memory_order_relaxed);
-  return bin->base + (size_t)b * bin->size;
+  return bin->base + b * bin->size;
 }
 
 /* seq_cst (a plain load on x86 and arm64, like acquire) so that the loads
@@ -62,7 +61,7 @@ static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t 
   tslab_busy_enter(tc);
   if (era_active(a, e)) {
     if (atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0 || tslab_bin_refill(a, tc, bin, e)) {
-      p = bin_pop(bin);
+      p = bin_pop(bin, atomic_load_explicit(&bin->mask, memory_order_relaxed));
       if (unlikely(h != NULL)) {
         uint16_t gen;
         tslab_run_t* s = bin->cur;
@@ -137,10 +136,14 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
       uint32_t slot = (uint32_t)(e & a->ring_mask);
       _Atomic uint64_t* state = &a->ring[slot].state;
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
+      /* One register for the bin: left to itself the compiler derives its
+       * fields from two differently offset bases. */
+      __asm__("" : "+r"(bin));
       tslab_busy_enter(tc);
+      uint64_t m;
       if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
-                 atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0)) {
-        void* p = bin_pop(bin);
+                 (m = atomic_load_explicit(&bin->mask, memory_order_relaxed)) != 0)) {
+        void* p = bin_pop(bin, m);
         tslab_busy_exit(tc);
         return p;
       }

@@ -364,9 +364,19 @@ static inline void tslab_light_fence(void) {
 }
 #endif
 
-/* A number unique to each live thread: the address of a thread-local. */
+/* A number unique to each live thread: the thread pointer, which the x86-64
+ * TLS ABI keeps at %fs:0 (one load on the free fast path), elsewhere the
+ * address of a thread-local. */
+#if defined(__x86_64__)
+static inline uintptr_t tslab_thread_id(void) {
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+}
+#else
 TSLAB_INTERNAL extern __thread char tslab_thread_tag;
 static inline uintptr_t tslab_thread_id(void) { return (uintptr_t)&tslab_thread_tag; }
+#endif
 
 /* heap.c */
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a);

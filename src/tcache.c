@@ -11,7 +11,9 @@
 #include "internal.h"
 
 TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls_last;
+#if !defined(__x86_64__)
 TSLAB_INTERNAL __thread char tslab_thread_tag;
+#endif
 
 /* This thread's other (instance, cache) pairs. */
 static __thread tslab_tls_entry_t* tls_extra;
