@@ -146,6 +146,13 @@ def save(fig, outdir, name):
     plt.close(fig)
 
 
+def finish(fig, ax, outdir, name):
+    """Legend, grid (minor lines too on a log scale) and save: the end of a one-axis plot."""
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both" if ax.get_yscale() == "log" else "major", alpha=0.3)
+    save(fig, outdir, name)
+
+
 def plot_latency(res, outdir):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ps = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"), ("p9999", "p99.99")]
@@ -160,9 +167,7 @@ def plot_latency(res, outdir):
     ax.set_yscale("log")
     ax.set_ylabel("allocation latency, ns (timer included)")
     ax.set_title("128 B allocation latency percentiles (batch workload, medians of repeats)")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    save(fig, outdir, "latency_percentiles.png")
+    finish(fig, ax, outdir, "latency_percentiles.png")
 
 
 def plot_threads(res, outdir, threads):
@@ -176,9 +181,7 @@ def plot_threads(res, outdir, threads):
     ax.set_xlabel("threads")
     ax.set_ylabel("aggregate Mops/s (alloc or free)")
     ax.set_title("Throughput against threads (128 B, batches of 100)")
-    ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
-    save(fig, outdir, "threads.png")
+    finish(fig, ax, outdir, "threads.png")
 
 
 def plot_series(ax, res, case, title):
@@ -221,9 +224,7 @@ def plot_burst(res, outdir):
     ax.set_xlabel("ms after the phase ended")
     ax.set_ylabel("RSS held above the start, MiB")
     ax.set_title("Phase burst: 64 MiB of 128 B objects allocated, freed, phase ended")
-    ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
-    save(fig, outdir, "phase_burst.png")
+    finish(fig, ax, outdir, "phase_burst.png")
 
 
 CLOSE_VARIANTS = ["tslab", "tslab-pooled"]
@@ -259,9 +260,7 @@ def plot_close(res, outdir):
     ax.set_xlabel("slabs the epoch filled (all emptied before the close)")
     ax.set_ylabel("tslab_epoch_close time, us")
     ax.set_title("Epoch close cost against the epoch's slabs")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    save(fig, outdir, "close_cost.png")
+    finish(fig, ax, outdir, "close_cost.png")
 
 
 # ---- summary ----------------------------------------------------------------

@@ -50,7 +50,10 @@ static void child(void) {
     atomic_store(&a->closing_inflight, 0);
     for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
       atomic_store(&tc->busy, 0);
-      if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);
+      if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) {
+        tslab_tcache_end_sections(a, tc);
+        tslab_tcache_park_locked(a, tc);
+      }
     }
     unlock_instance(a);
   }

@@ -448,6 +448,7 @@ TSLAB_INTERNAL size_t tslab_live_count(void);
 TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i);
 TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_fork_init(void);
+TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
 
 typedef struct tslab_tls_entry {

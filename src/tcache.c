@@ -150,20 +150,14 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   bin_write_end(bin);
 }
 
-/* Owner: list changes of a bin, in write sections. A slab hands its pending
- * frees over as it moves: parked slabs are not walked, and a fold is cheap
- * next to a list change. */
-static void bin_list_push(tslab_bin_t* bin, tslab_run_t** head, tslab_run_t* s, uint8_t which) {
+/* Owner: move s off list `from` and/or onto list `to` (either may be NULL)
+ * in one write section. A slab hands its pending frees over as it moves:
+ * parked slabs are not walked, and a fold is cheap next to a list change. */
+static void bin_list_move(tslab_bin_t* bin, tslab_run_t** from, tslab_run_t** to, tslab_run_t* s, uint8_t which) {
   bin_write_begin(bin);
   slab_fold(bin, s);
-  list_push(head, s, which);
-  bin_write_end(bin);
-}
-
-static void bin_list_remove(tslab_bin_t* bin, tslab_run_t** head, tslab_run_t* s) {
-  bin_write_begin(bin);
-  slab_fold(bin, s);
-  list_remove(head, s);
+  if (from) list_remove(from, s);
+  if (to) list_push(to, s, which);
   bin_write_end(bin);
 }
 
@@ -241,9 +235,9 @@ TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin
   if (s->list == TSLAB_LIST_CUR)
     bin_set_cur(bin, NULL);
   else if (s->list == TSLAB_LIST_READY)
-    bin_list_remove(bin, &bin->ready, s);
+    bin_list_move(bin, &bin->ready, NULL, s, TSLAB_LIST_NONE);
   else if (s->list == TSLAB_LIST_PARKED)
-    bin_list_remove(bin, &bin->parked, s);
+    bin_list_move(bin, &bin->parked, NULL, s, TSLAB_LIST_NONE);
   s->list = TSLAB_LIST_NONE;
   uint32_t st = TSLAB_NOTIFY_ARMED;
   if (!atomic_compare_exchange_strong_explicit(&s->notify, &st, TSLAB_NOTIFY_NONE, memory_order_seq_cst,
@@ -315,8 +309,7 @@ static void spares_to_heap(tslab_t* a, tslab_tcache_t* tc) {
 
 /* Owner: a parked slab has free slots again. */
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s) {
-  bin_list_remove(bin, &bin->parked, s);
-  bin_list_push(bin, &bin->ready, s, TSLAB_LIST_READY);
+  bin_list_move(bin, &bin->parked, &bin->ready, s, TSLAB_LIST_READY);
 }
 
 /* Remote freer: the first remote free to an ARMED slab queues it for its
@@ -373,9 +366,9 @@ static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
 /* Owner: a slab that is not current is full; park it armed for notification. */
 static void park(tslab_bin_t* bin, tslab_run_t* s) {
   if (tslab_slab_arm(s))
-    bin_list_push(bin, &bin->ready, s, TSLAB_LIST_READY);
+    bin_list_move(bin, NULL, &bin->ready, s, TSLAB_LIST_READY);
   else
-    bin_list_push(bin, &bin->parked, s, TSLAB_LIST_PARKED);
+    bin_list_move(bin, NULL, &bin->parked, s, TSLAB_LIST_PARKED);
 }
 
 static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
@@ -423,7 +416,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
     /* A ready slab that turns out full is parked by the next make_current;
      * arming puts it straight back on the ready list if frees raced in. */
     tslab_run_t* s = bin->ready;
-    bin_list_remove(bin, &bin->ready, s);
+    bin_list_move(bin, &bin->ready, NULL, s, TSLAB_LIST_NONE);
     tslab_slab_collect(s, a);
     make_current(bin, s);
     if (take_word(bin)) goto done;
@@ -503,16 +496,19 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
 /* Detach a cache from its thread and put it on the abandoned list, for the
  * next new thread to adopt. Registry mutex held. */
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc) {
-  /* A thread that vanished mid-section (the other threads of a fork) would
-   * leave statistics readers waiting for it forever. */
-  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) {
-    uint64_t seq = atomic_load_explicit(&tc->bins[i].seq, memory_order_relaxed);
-    if (seq & 1) atomic_store_explicit(&tc->bins[i].seq, seq + 1, memory_order_release);
-  }
   atomic_store_explicit(&tc->tid, 0, memory_order_relaxed);
   tc->abandoned_next = a->abandoned;
   a->abandoned = tc;
   atomic_fetch_sub_explicit(&a->nattached, 1, memory_order_relaxed);
+}
+
+/* Fork child: a thread that vanished inside a statistics write section
+ * would leave readers waiting for it forever; close its sections. */
+TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc) {
+  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) {
+    uint64_t seq = atomic_load_explicit(&tc->bins[i].seq, memory_order_relaxed);
+    if (seq & 1) atomic_store_explicit(&tc->bins[i].seq, seq + 1, memory_order_release);
+  }
 }
 
 static void thread_exit(void* arg);
