@@ -166,6 +166,18 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a);
  * TSLAB_ERR_EPOCH_STALE / _UNKNOWN for eras that are not in the ring. */
 TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e);
 
+/* Free-all close (arena semantics): close e and end every object still live
+ * in it at once, in time proportional to the epoch's memory blocks, not to
+ * its objects. When the call returns, pointers into e are dead: freeing one
+ * returns false (an invalid free), tslab_usable_size() says 0, handles to
+ * e's objects are stale, and e's memory is reusable by other epochs (its
+ * empty memory is treated as by tslab_epoch_close()). Frees of e's objects
+ * that other threads make concurrently either complete before (and count
+ * as frees) or fail as not live; nothing is lost or counted twice. Works on
+ * an open or an already closed era; returns TSLAB_ERR_EPOCH_STALE /
+ * _UNKNOWN for eras that are not in the ring. */
+TSLAB_API int tslab_epoch_free_all(tslab_t* a, tslab_epoch_t e);
+
 /* TSLAB_OK if e accepts allocations, else the status an allocation in e
  * would fail with. */
 TSLAB_API int tslab_epoch_status(tslab_t* a, tslab_epoch_t e);
