@@ -1,4 +1,5 @@
-/* Internal interface of the HTTP endpoint (src/http.c) for the core. */
+/* Internal interface of the HTTP endpoint (src/http.c) for the core, and its
+ * bounds for the tests. */
 #ifndef TSLAB_HTTP_H
 #define TSLAB_HTTP_H
 
