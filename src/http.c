@@ -348,8 +348,9 @@ static void refuse(conn_t* c) {
 }
 
 /* Accepts pending connections, a batch per round so that accepting never
- * starves the connections already open. At the bound, one per round: it is
- * the readiness poll reported, and the refusal it costs is not in vain. */
+ * starves the connections already open. At the bound only the first of the
+ * round, the one poll reported: the refusal that makes room for it is then
+ * not in vain. */
 static void accept_pending(http_ep_t* ep, int64_t now) {
   for (int accepted = 0; accepted < ACCEPT_BATCH; accepted++) {
     conn_t* slot = NULL;
@@ -388,9 +389,10 @@ static void expire(conn_t* c, int64_t now) {
 /* Fills the poll set (wake pipe, listening socket, one entry per slot: poll
  * skips negative descriptors) and returns poll's timeout. */
 static int poll_set(const http_ep_t* ep, struct pollfd* p, int64_t now) {
-  int64_t until = ep->accept_resume > now ? ep->accept_resume : INT64_MAX;
+  bool accepting = ep->accept_resume <= now;
+  int64_t until = accepting ? INT64_MAX : ep->accept_resume;
   p[0] = (struct pollfd){.fd = ep->wake[0], .events = POLLIN};
-  p[1] = (struct pollfd){.fd = ep->listen_fd, .events = until == INT64_MAX ? POLLIN : 0};
+  p[1] = (struct pollfd){.fd = ep->listen_fd, .events = accepting ? POLLIN : 0};
   for (size_t i = 0; i < TSLAB_HTTP_CONNECTIONS_MAX; i++) {
     const conn_t* c = &ep->conns[i];
     p[2 + i] = (struct pollfd){.fd = c->fd, .events = c->state == CONN_WRITING ? POLLOUT : POLLIN};
