@@ -3,8 +3,9 @@
  * stopping it or destroying the instance in the child neither stops the
  * parent's server nor hangs, and the child can start an endpoint of its own.
  * Children forked while the parent scrapes, and starts and stops endpoints,
- * never hang. Children report through their exit status only, and the parent
- * kills a child that outlives its deadline. */
+ * never hang, and a child holds none of the parent's sockets. Children report
+ * through their exit status only, and the parent kills a child that outlives
+ * its deadline. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -181,6 +182,28 @@ static void check_forks_under_load(void) {
   CHECK(scrape_ok(served_port));
 }
 
+/* A child that outlives the parent's endpoint holds none of its sockets:
+ * once the parent stops the endpoint, its port refuses connections. */
+static void check_port_released(void) {
+  int gate[2];
+  REQUIRE(pipe(gate) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) { /* lives until the parent closes the gate */
+    char byte;
+    close(gate[1]);
+    _exit(read(gate[0], &byte, 1) == 0 ? 0 : 1);
+  }
+  close(gate[0]);
+  CHECK(tslab_http_stop(served) == TSLAB_OK);
+  int fd = connect_to(AF_INET, served_port);
+  if (fd >= 0) fprintf(stderr, "the port of a stopped endpoint still accepts connections\n");
+  CHECK(fd < 0);
+  if (fd >= 0) close(fd);
+  close(gate[1]);
+  CHECK(wait_child(pid) == 0);
+}
+
 int main(void) {
   served = tslab_create(NULL);
   cycled = tslab_create(NULL);
@@ -191,6 +214,7 @@ int main(void) {
 
   check_children(served, served_port);
   check_forks_under_load();
+  check_port_released();
 
   tslab_destroy(cycled);
   tslab_destroy(served);
