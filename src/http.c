@@ -106,16 +106,6 @@ static void conn_close(conn_t* c) {
   *c = (conn_t){.fd = -1};
 }
 
-/* Response head; its length, or 0 when it does not fit. */
-static size_t format_head(char* out, size_t cap, int code, const char* reason, const char* type,
-                          const char* extra_headers, size_t body_len) {
-  int n = snprintf(out, cap,
-                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                   "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
-                   code, reason, type, body_len, extra_headers);
-  return n > 0 && (size_t)n < cap ? (size_t)n : 0;
-}
-
 static void conn_write(conn_t* c, int64_t now);
 
 /* Replaces whatever c holds by the response and starts sending it. HEAD
@@ -124,15 +114,18 @@ static void respond(conn_t* c, int code, const char* reason, const char* type,
                     const char* extra_headers, const char* body, size_t body_len, bool head_only,
                     int64_t now) {
   char head[256];
-  size_t n = format_head(head, sizeof head, code, reason, type, extra_headers, body_len);
-  size_t len = n + (head_only ? 0 : body_len);
-  char* out = n ? malloc(len) : NULL;
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                   "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
+                   code, reason, type, body_len, extra_headers);
+  size_t len = (size_t)n + (head_only ? 0 : body_len);
+  char* out = n > 0 && (size_t)n < sizeof head ? malloc(len) : NULL;
   if (!out) {
     conn_close(c);
     return;
   }
-  memcpy(out, head, n);
-  if (!head_only) memcpy(out + n, body, body_len);
+  memcpy(out, head, (size_t)n);
+  if (!head_only) memcpy(out + (size_t)n, body, body_len);
   free(c->buf);
   c->buf = out;
   c->len = len;
@@ -332,19 +325,11 @@ static void conn_read(http_ep_t* ep, conn_t* c, int64_t now) {
 /* At the bound, the oldest connection makes room for the newest: a scrape
  * sends its request at once, so it is the newest that is most likely to be
  * served, and the oldest is the nearest to its deadline anyway. A client that
- * has not been answered is told so (best effort, never waiting). */
-static void refuse(conn_t* c) {
-  if (c->state == CONN_READING) {
-    static const char body[] = "503 Service Unavailable\n";
-    char out[256];
-    size_t n = format_head(out, sizeof out, 503, "Service Unavailable", "text/plain; charset=utf-8",
-                           "Retry-After: 1\r\n", sizeof body - 1);
-    if (n && n + sizeof body - 1 <= sizeof out) {
-      memcpy(out + n, body, sizeof body - 1);
-      (void)send(c->fd, out, n + sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-  }
-  conn_close(c);
+ * has not been answered is told so, as far as the socket takes it at once. */
+static void refuse(conn_t* c, int64_t now) {
+  if (c->state == CONN_READING)
+    respond_error(c, 503, "Service Unavailable", "Retry-After: 1\r\n", false, now);
+  if (c->fd >= 0) conn_close(c);
 }
 
 /* Accepts pending connections, a batch per round so that accepting never
@@ -360,7 +345,7 @@ static void accept_pending(http_ep_t* ep, int64_t now) {
     }
     if (slot->fd >= 0) {
       if (accepted > 0) return;
-      refuse(slot);
+      refuse(slot, now);
     }
     int fd = accept4(ep->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
