@@ -183,24 +183,32 @@ static void check_forks_under_load(void) {
 }
 
 /* A child that outlives the parent's endpoint holds none of its sockets:
- * once the parent stops the endpoint, its port refuses connections. */
+ * once the parent stops the endpoint, its port refuses connections. (Until
+ * the child has returned from fork, its copies are still open: the parent
+ * waits for its word.) */
 static void check_port_released(void) {
-  int gate[2];
-  REQUIRE(pipe(gate) == 0);
+  int ready[2], gate[2];
+  REQUIRE(pipe(ready) == 0 && pipe(gate) == 0);
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) { /* lives until the parent closes the gate */
-    char byte;
+    char byte = 1;
+    close(ready[0]);
     close(gate[1]);
+    if (write(ready[1], &byte, 1) != 1) _exit(1);
     _exit(read(gate[0], &byte, 1) == 0 ? 0 : 1);
   }
+  close(ready[1]);
   close(gate[0]);
+  char byte;
+  CHECK(read(ready[0], &byte, 1) == 1);
   CHECK(tslab_http_stop(served) == TSLAB_OK);
   int fd = connect_to(AF_INET, served_port);
   if (fd >= 0) fprintf(stderr, "the port of a stopped endpoint still accepts connections\n");
   CHECK(fd < 0);
   if (fd >= 0) close(fd);
   close(gate[1]);
+  close(ready[0]);
   CHECK(wait_child(pid) == 0);
 }
 
