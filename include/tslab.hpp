@@ -578,7 +578,9 @@ class pool {
   std::size_t capacity() const noexcept { return capacity_; }
   bool bounded() const noexcept { return capacity_ != growing; }
   /* Live objects of a bounded pool (growing pools do not count: that would
-   * cost an atomic per call; the epoch's statistics count for them). */
+   * cost an atomic per call; the epoch's statistics count for them).
+   * Objects ended by a free-all of the epoch stay counted: the pool has
+   * ended with its epoch. */
   std::size_t in_use() const noexcept { return live_.load(std::memory_order_relaxed); }
 
   /* Phase one of placement construction: storage for one T. Fails with
