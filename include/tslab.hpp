@@ -25,7 +25,16 @@
 #include <type_traits>
 #include <utility>
 
+/* tslab.h names a few functions like the structs they fill
+ * (tslab_stats_global...), which C++'s -Wshadow reports on every include. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 #include "tslab.h"
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /* Debug builds report a slot<T> destroyed while it still owns its object
  * (see set_slot_leak_handler). The check changes slot<T>'s destructor, so a

@@ -5,8 +5,8 @@
 #include <memory_resource>
 #include <vector>
 
+#include "tslab.hpp"  // first: tslab.h through it
 #include "test_util.h"
-#include "tslab.hpp"
 
 #if defined(__cpp_exceptions) || defined(__cpp_rtti) || defined(__GXX_RTTI)
 #error "build this test with -fno-exceptions -fno-rtti"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tslab.hpp"  // first: tslab.h through it
 #include "test_util.h"
-#include "tslab.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tslab.hpp"  // first: tslab.h through it
 #include "test_util.h"
-#include "tslab.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <memory_resource>
 #include <vector>
 
+#include "tslab.hpp"  // first: tslab.h through it
 #include "test_util.h"
-#include "tslab.hpp"
 
 namespace {
 

@@ -4,8 +4,8 @@
 // from is not. Built with TSLAB_SLOT_LEAK_CHECK=1 whatever the build type.
 #include <vector>
 
+#include "tslab.hpp"  // first: tslab.h through it
 #include "test_util.h"
-#include "tslab.hpp"
 
 #if !TSLAB_SLOT_LEAK_CHECK
 #error "this test needs the slot leak check"

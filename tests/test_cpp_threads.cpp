@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "tslab.hpp"  // first: tslab.h through it
 #include "test_util.h"
-#include "tslab.hpp"
 
 namespace {
 
