@@ -40,8 +40,15 @@ extern "C" {
 /* Types                                                                     */
 /* ------------------------------------------------------------------------- */
 
-/* An allocator instance. Instances are independent of each other. */
+/* An allocator instance. Instances are independent of each other. C++
+ * code sees the type under another tag, because there tslab is the
+ * namespace of tslab.hpp; the type is only ever used through pointers, so
+ * both views of it agree. */
+#ifdef __cplusplus
+typedef struct tslab_instance tslab_t;
+#else
 typedef struct tslab tslab_t;
+#endif
 
 /* An epoch, named by its era: a 64-bit number that only grows and is never
  * reused. Era 0 is never a valid epoch. The epoch lives in ring slot
