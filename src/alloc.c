@@ -202,23 +202,6 @@ static bool fail_free(tslab_t* a, int status) {
   return false;
 }
 
-/* The caller's non-owner window: its cache's busy word with a full fence, or
- * for a thread without a cache the instance's counter, whose
- * read-modify-writes are the fence (sections 4 and 6). */
-static inline void window_enter(tslab_t* a, tslab_tcache_t* tc) {
-  if (tc)
-    tslab_busy_enter_fenced(tc);
-  else
-    atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
-}
-
-static inline void window_exit(tslab_t* a, tslab_tcache_t* tc) {
-  if (tc)
-    tslab_busy_exit(tc);
-  else
-    atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
-}
-
 /* Owner free of slot idx of s, in the busy window with s's era active: plain
  * loads and stores only (invariant S1). A slot of the word the bin has set
  * aside goes straight back into the mask (cache-hot reuse, section 3). The
@@ -342,9 +325,9 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
   if ((uintptr_t)p - (uintptr_t)a->base >= a->reserve) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
   tslab_tcache_t* tc = tslab_tcache_get(a);
-  window_enter(a, tc);
+  tslab_window_enter(a, tc);
   bool ok = free_in_window(a, tc, p);
-  window_exit(a, tc);
+  tslab_window_exit(a, tc);
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 
@@ -384,7 +367,7 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
 static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
   if (!a || !p || (uintptr_t)p - (uintptr_t)a->base >= a->reserve) return 0;
   tslab_tcache_t* tc = tslab_tcache_find(a);
-  window_enter(a, tc);
+  tslab_window_enter(a, tc);
   size_t size = 0;
   tslab_run_view_t v;
   if (tslab_run_view(a, p, &v)) {
@@ -398,7 +381,7 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
     }
     if (era) *era = v.era;
   }
-  window_exit(a, tc);
+  tslab_window_exit(a, tc);
   return size;
 }
 
@@ -442,7 +425,7 @@ static void* handle_target(tslab_t* a, tslab_handle_t h) {
   uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
   if (start - (uintptr_t)a->base >= a->reserve) return NULL;
   tslab_tcache_t* tc = tslab_tcache_find(a);
-  window_enter(a, tc);
+  tslab_window_enter(a, tc);
   void* p = NULL;
   tslab_run_view_t v;
   if (tslab_run_view(a, (void*)start, &v) && (uintptr_t)v.start == start) {
@@ -461,7 +444,7 @@ static void* handle_target(tslab_t* a, tslab_handle_t h) {
       if (match) p = v.start + (size_t)idx * v.obj_size;
     }
   }
-  window_exit(a, tc);
+  tslab_window_exit(a, tc);
   return p;
 }
 

@@ -17,11 +17,11 @@
 /* Give run b the block geometry, for era, owned by tc; its bitmaps need
  * clearing up to `used_words` (a fresh bitmap: all of them). */
 static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_t era, uint32_t used_words) {
-  b->cls = TSLAB_CLASSES;
-  b->words = TSLAB_BLOCK_WORDS;
-  b->obj_size = 1u << TSLAB_UNIT_SHIFT;
-  b->capacity = TSLAB_BLOCK_UNITS;
-  b->recip = (1ull << 40) >> TSLAB_UNIT_SHIFT;
+  TSLAB_RSTORE(b->cls, TSLAB_CLASSES);
+  TSLAB_RSTORE(b->words, TSLAB_BLOCK_WORDS);
+  TSLAB_RSTORE(b->obj_size, 1u << TSLAB_UNIT_SHIFT);
+  TSLAB_RSTORE(b->capacity, TSLAB_BLOCK_UNITS);
+  TSLAB_RSTORE(b->recip, (1ull << 40) >> TSLAB_UNIT_SHIFT);
   /* A drained block's alloc and remote words are clear, except for a remote
    * bit a racing double free may have left (outside the guarantee, but it
    * must not free an object of the block's next use): cleared with the
@@ -36,7 +36,8 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   }
   atomic_store_explicit(&starts[0], 1, memory_order_relaxed);
   b->gen = atomic_load_explicit(&a->gen_base[tslab_run_index(a, b)], memory_order_relaxed);
-  b->bumped = 0;
+  TSLAB_RSTORE(b->bumped, 0);
+  TSLAB_RSTORE(b->hint, 0);
   b->list = TSLAB_LIST_CUR;
   b->bin = NULL;
   atomic_store_explicit(&b->live, 0, memory_order_relaxed);
@@ -108,17 +109,20 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
 }
 
 TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units) {
-  _Atomic uint64_t* starts = b->starts;
+  _Atomic uint64_t* starts = TSLAB_RLOAD(b->starts);
   uint32_t n = 0;
+  if (!starts) return 0;
   for (uint32_t w = 0; w <= units >> 6 && w <= TSLAB_BLOCK_WORDS; w++)
     n += tslab_popcount(atomic_load_explicit(&starts[w], memory_order_relaxed));
   return n ? n - 1 : 0;
 }
 
 TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top) {
-  b->bumped = (uint32_t)((size_t)(top - b->start) >> TSLAB_UNIT_SHIFT);
-  b->hint = tslab_block_objects(b, b->bumped);
-  tslab_slab_used_add(b, -(int64_t)(TSLAB_BLOCK_UNITS - b->hint));
+  uint32_t units = (uint32_t)((size_t)(top - b->start) >> TSLAB_UNIT_SHIFT);
+  uint32_t objects = tslab_block_objects(b, units);
+  TSLAB_RSTORE(b->bumped, units);
+  TSLAB_RSTORE(b->hint, objects);
+  tslab_slab_used_add(b, -(int64_t)(TSLAB_BLOCK_UNITS - objects));
 }
 
 /* Size of the object starting at `unit`: up to the next boundary. */
@@ -134,13 +138,15 @@ TSLAB_INTERNAL size_t tslab_block_object_size(const tslab_run_view_t* v, uint32_
 }
 
 TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t units) {
-  tslab_run_view_t v = {.starts = b->starts};
+  tslab_run_view_t v = {.starts = TSLAB_RLOAD(b->starts)};
+  _Atomic uint64_t* bits = TSLAB_RLOAD(b->bits);
   uint64_t bytes = 0;
+  if (!v.starts || !bits) return 0;
   for (uint32_t w = 0, words = (units + 63) >> 6; w < words && w < TSLAB_BLOCK_WORDS; w++) {
     /* Live: allocated and not freed by another thread (a remote bit not
      * collected yet is a completed free). */
-    uint64_t live = atomic_load_explicit(&b->bits[2 * w], memory_order_relaxed) &
-                    ~atomic_load_explicit(&b->bits[2 * w + 1], memory_order_relaxed);
+    uint64_t live = atomic_load_explicit(&bits[2 * w], memory_order_relaxed) &
+                    ~atomic_load_explicit(&bits[2 * w + 1], memory_order_relaxed);
     for (uint64_t al = live; al; al &= al - 1)
       bytes += tslab_block_object_size(&v, (w << 6) + (uint32_t)__builtin_ctzll(al));
   }

@@ -15,7 +15,7 @@ TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a) {
   for (uint32_t i = 0; i < a->ring_size; i++) a->slots[i].label_id = -1;
   if (pthread_mutex_init(&a->label_mu, NULL) != 0) return false;
   tslab_epoch_slot_t* es = &a->slots[1 & a->ring_mask];
-  es->opened_ns = tslab_coarse_ns();
+  TSLAB_RSTORE(es->opened_ns, tslab_coarse_ns());
   atomic_store(&a->ring[1 & a->ring_mask].state, TSLAB_STATE(1, TSLAB_EPOCH_ACTIVE));
   atomic_store(&a->current, 1);
   atomic_store(&a->epochs_opened, 1);
@@ -81,8 +81,11 @@ static void retire_label(tslab_t* a, tslab_epoch_slot_t* es) {
 static void slot_reset(tslab_epoch_slot_t* es) {
   es->label[0] = 0;
   es->label_id = -1;
-  es->rss_before_close = es->rss_after_close = es->released_at_close = es->close_ns = 0;
-  es->forced = false;
+  TSLAB_RSTORE(es->rss_before_close, 0);
+  TSLAB_RSTORE(es->rss_after_close, 0);
+  TSLAB_RSTORE(es->released_at_close, 0);
+  TSLAB_RSTORE(es->close_ns, 0);
+  TSLAB_RSTORE(es->forced, false);
   es->refcount = 0;
 #define ZERO(f) atomic_store_explicit(&es->f, 0, memory_order_relaxed)
   ZERO(f_allocs);
@@ -340,7 +343,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     else
       atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
     if (forced) {
-      es->forced = true;
+      TSLAB_RSTORE(es->forced, true);
       atomic_fetch_add_explicit(&a->epochs_forced, 1, memory_order_relaxed);
     }
   }
@@ -357,11 +360,12 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   if (released) {
     /* RSS is read only when the close returned memory: a close within the
      * reserve makes no system call (7.3 step 6). */
-    es->released_at_close += released;
-    es->rss_after_close = tslab_process_rss();
-    es->rss_before_close = es->rss_after_close + released;
+    uint64_t rss = tslab_process_rss();
+    TSLAB_RSTORE(es->released_at_close, es->released_at_close + released);
+    TSLAB_RSTORE(es->rss_after_close, rss);
+    TSLAB_RSTORE(es->rss_before_close, rss + released);
   }
-  if (timed) es->close_ns = tslab_now_ns() - t0;
+  if (timed) TSLAB_RSTORE(es->close_ns, tslab_now_ns() - t0);
   atomic_store_explicit(word, TSLAB_STATE(e, TSLAB_EPOCH_CLOSED), memory_order_release);
   return TSLAB_OK;
 }
@@ -439,7 +443,7 @@ static void open_era(tslab_t* a, uint64_t era) {
   atomic_thread_fence(memory_order_release);
   if (labelled) retire_label(a, es);
   slot_reset(es);
-  es->opened_ns = tslab_coarse_ns();
+  TSLAB_RSTORE(es->opened_ns, tslab_coarse_ns());
   /* The thread that opens an era is most likely its user: registering it
    * now spares its first allocation a compare-and-swap (7.2). Registering a
    * cache that never uses the era only costs a close by another thread the

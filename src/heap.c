@@ -44,6 +44,9 @@ static void push_block(void** list, void* p) {
 
 /* ---- descriptors ---- */
 
+/* A word that may alias any field of the descriptor it clears. */
+typedef uint64_t __attribute__((may_alias)) tslab_alias_word_t;
+
 /* Statistics readers may still load `usage` and the list links of a recycled
  * descriptor through a pointer they read before (and then discard what they
  * read, docs/ARCHITECTURE.md section 9): those fields are cleared with
@@ -55,26 +58,27 @@ static void desc_clear(tslab_run_t* r) {
   _Atomic uint64_t* starts = r->starts;
   _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_relaxed);
   uint16_t cap = r->bits_cap;
-  uint32_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-  atomic_store_explicit(&r->usage, 0, memory_order_relaxed);
-  __atomic_store_n(&r->bin_next, NULL, __ATOMIC_RELAXED);
-  __atomic_store_n(&r->bin_prev, NULL, __ATOMIC_RELAXED);
-  size_t usage = offsetof(tslab_run_t, usage), after_usage = usage + sizeof r->usage;
-  size_t links = offsetof(tslab_run_t, bin_next), after_links = offsetof(tslab_run_t, notify_next);
-  memset(r, 0, usage);
-  memset((char*)r + after_usage, 0, links - after_usage);
-  memset((char*)r + after_links, 0, sizeof *r - after_links);
-  r->bits = bits;
+  uint32_t gens_cap = r->gens_cap;
+  /* Word by word, atomically: readers that hold a stale pointer to the
+   * descriptor read it with atomic loads (statistics, validated views). The
+   * word holding `seq` is skipped, so `seq` never reads as an old even value
+   * in between. */
+  const size_t seq_word = offsetof(tslab_run_t, seq) / sizeof(uint64_t);
+  tslab_alias_word_t* words = (tslab_alias_word_t*)(void*)r;
+  for (size_t i = 0; i < sizeof *r / sizeof(uint64_t); i++)
+    if (i != seq_word) __atomic_store_n(&words[i], 0, __ATOMIC_RELAXED);
+  TSLAB_RSTORE(r->granules, 0);
+  TSLAB_RSTORE(r->bits, bits);
+  TSLAB_RSTORE(r->starts, starts);
   r->bits_cap = cap;
-  r->starts = starts;
+  r->gens_cap = gens_cap;
   atomic_store_explicit(&r->gens, gens, memory_order_relaxed);
-  atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
 }
 
-_Static_assert(offsetof(tslab_run_t, bin_prev) == offsetof(tslab_run_t, bin_next) + sizeof(tslab_run_t*) &&
-                   offsetof(tslab_run_t, notify_next) == offsetof(tslab_run_t, bin_prev) + sizeof(tslab_run_t*) &&
-                   offsetof(tslab_run_t, usage) < offsetof(tslab_run_t, bin_next),
-               "desc_clear keeps the fields around usage and the bin links");
+_Static_assert(sizeof(tslab_run_t) % sizeof(uint64_t) == 0 && _Alignof(tslab_run_t) >= sizeof(uint64_t) &&
+                   offsetof(tslab_run_t, seq) % sizeof(uint64_t) == 0 &&
+                   offsetof(tslab_run_t, granules) == offsetof(tslab_run_t, seq) + sizeof(uint32_t),
+               "descriptors are cleared word by word; seq shares its word with granules only");
 
 /* Give a descriptor's attached metadata back to the free lists (heap mutex;
  * the descriptor has passed its grace period). */
@@ -85,9 +89,9 @@ static void desc_strip(tslab_t* a, tslab_run_t* r) {
   if (starts) push_block(&h->free_starts, (void*)starts);
   _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_relaxed);
   if (gens) push_block(&h->free_gens[(r->gens_cap + 63) / 64], (void*)gens);
-  r->bits = NULL;
+  TSLAB_RSTORE(r->bits, NULL);
   r->bits_cap = 0;
-  r->starts = NULL;
+  TSLAB_RSTORE(r->starts, NULL);
   atomic_store_explicit(&r->gens, NULL, memory_order_relaxed);
 }
 
@@ -165,8 +169,8 @@ static uint32_t bin_of(size_t n) {
  * through a stale map entry never pairs an old start with a new length. */
 static void set_extent(tslab_run_t* r, uint8_t* start, size_t granules) {
   tslab_run_seq_begin(r);
-  r->start = start;
-  r->granules = (uint32_t)granules;
+  TSLAB_RSTORE(r->start, start);
+  TSLAB_RSTORE(r->granules, (uint32_t)granules);
   seq_end(r);
 }
 
@@ -368,8 +372,8 @@ static tslab_run_t* split_front(tslab_t* a, const tslab_tcache_t* self, tslab_ru
   if (r->granules == n) return r;
   tslab_run_t* rest = desc_new(a, self);
   if (!rest) return NULL;
-  rest->start = r->start + (n << TSLAB_GRANULE_SHIFT);
-  rest->granules = r->granules - (uint32_t)n;
+  TSLAB_RSTORE(rest->start, r->start + (n << TSLAB_GRANULE_SHIFT));
+  TSLAB_RSTORE(rest->granules, r->granules - (uint32_t)n);
   set_extent(r, r->start, n);
   clean_link(a, rest);
   return r;
@@ -392,8 +396,8 @@ static tslab_run_t* take_clean(tslab_t* a, const tslab_tcache_t* self, size_t n,
           clean_link(a, r);
           return NULL;
         }
-        body->start = r->start + (lead << TSLAB_GRANULE_SHIFT);
-        body->granules = r->granules - (uint32_t)lead;
+        TSLAB_RSTORE(body->start, r->start + (lead << TSLAB_GRANULE_SHIFT));
+        TSLAB_RSTORE(body->granules, r->granules - (uint32_t)lead);
         set_extent(r, r->start, lead);
         clean_link(a, r);
         r = body;
@@ -427,13 +431,13 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
       desc_limbo(a, r);
       return NULL;
     }
-    gap->start = a->base + (h->top << TSLAB_GRANULE_SHIFT);
-    gap->granules = (uint32_t)lead;
+    TSLAB_RSTORE(gap->start, a->base + (h->top << TSLAB_GRANULE_SHIFT));
+    TSLAB_RSTORE(gap->granules, (uint32_t)lead);
     h->top += lead;
     clean_link(a, gap);
   }
-  r->start = a->base + (h->top << TSLAB_GRANULE_SHIFT);
-  r->granules = (uint32_t)n;
+  TSLAB_RSTORE(r->start, a->base + (h->top << TSLAB_GRANULE_SHIFT));
+  TSLAB_RSTORE(r->granules, (uint32_t)n);
   h->top += n;
   return r;
 }
@@ -454,8 +458,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache
   tslab_run_t* d = desc_new(a, self);
   if (!d) return NULL;
   tslab_run_seq_begin(d);
-  d->start = r->start;
-  d->granules = r->granules;
+  TSLAB_RSTORE(d->start, r->start);
+  TSLAB_RSTORE(d->granules, r->granules);
   atomic_store_explicit(&d->kind, TSLAB_RUN_NONE, memory_order_relaxed);
   map_ends(a, d);
   desc_limbo(a, r);
@@ -522,8 +526,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     uint8_t* start = r->start;
     uint32_t granules = r->granules;
     desc_clear(r);
-    r->start = start;
-    r->granules = granules;
+    TSLAB_RSTORE(r->start, start);
+    TSLAB_RSTORE(r->granules, granules);
     atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);
     map_ends(a, r);
     if (!was_dirty)
@@ -558,14 +562,15 @@ TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t word
   bool ok = true;
   if (r->bits_cap != words) {
     if (r->bits) push_block(&h->free_words[r->bits_cap], (void*)r->bits);
-    r->bits = bitmap_new(a, words);
-    r->bits_cap = r->bits ? (uint16_t)words : 0;
-    ok = r->bits != NULL;
+    _Atomic uint64_t* bits = bitmap_new(a, words);
+    TSLAB_RSTORE(r->bits, bits);
+    r->bits_cap = bits ? (uint16_t)words : 0;
+    ok = bits != NULL;
   }
   if (ok && starts && !r->starts) {
     void* p = pop_block(&h->free_starts);
     if (!p) p = meta_alloc(a, (TSLAB_BLOCK_WORDS + 1) * sizeof(uint64_t));
-    r->starts = (_Atomic uint64_t*)p;
+    TSLAB_RSTORE(r->starts, (_Atomic uint64_t*)p);
     ok = p != NULL;
   }
   pthread_mutex_unlock(&h->mu);

@@ -21,6 +21,14 @@
 #define TSLAB_COUNTERS 1
 #endif
 
+/* Plain fields that other threads read while their writer may change them
+ * (a descriptor's geometry, which readers validate with `seq`; statistics'
+ * views of owner-private fields): single-copy atomic, relaxed, loads and
+ * stores, so readers never see a torn value and ThreadSanitizer sees the
+ * protocol. */
+#define TSLAB_RLOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define TSLAB_RSTORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+
 #ifdef TSLAB_DEBUG
 #include <assert.h>
 #define TSLAB_ASSERT(x) assert(x)
@@ -828,6 +836,24 @@ static inline void tslab_busy_exit(tslab_tcache_t* tc) {
 #else
   atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1, memory_order_release);
 #endif
+}
+
+/* A non-owner window of the calling thread (sections 4 and 6): its cache's
+ * busy word with a full fence, or for a thread without a cache the
+ * instance's counter, whose read-modify-writes are the fence. Inside one, no
+ * descriptor the thread can reach is cleared or formatted again in place. */
+static inline void tslab_window_enter(tslab_t* a, tslab_tcache_t* tc) {
+  if (tc)
+    tslab_busy_enter_fenced(tc);
+  else
+    atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
+}
+
+static inline void tslab_window_exit(tslab_t* a, tslab_tcache_t* tc) {
+  if (tc)
+    tslab_busy_exit(tc);
+  else
+    atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
 }
 
 /* An owner-only statistics counter. */

@@ -24,11 +24,11 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
     tslab_heap_retire(a, s, false);
     return NULL;
   }
-  s->cls = (uint8_t)cls;
-  s->words = (uint16_t)ci->words;
-  s->obj_size = ci->size;
-  s->capacity = ci->capacity;
-  s->recip = ci->recip;
+  TSLAB_RSTORE(s->cls, (uint8_t)cls);
+  TSLAB_RSTORE(s->words, (uint16_t)ci->words);
+  TSLAB_RSTORE(s->obj_size, ci->size);
+  TSLAB_RSTORE(s->capacity, ci->capacity);
+  TSLAB_RSTORE(s->recip, ci->recip);
   for (uint32_t w = 0; w < ci->words; w++) {
     atomic_store_explicit(&s->bits[2 * w], padding(s, w), memory_order_relaxed);
     atomic_store_explicit(&s->bits[2 * w + 1], 0, memory_order_relaxed);
@@ -230,15 +230,15 @@ TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* 
   if (seq & 1) return false;
   v->r = r;
   v->kind = atomic_load_explicit(&r->kind, memory_order_acquire);
-  v->start = r->start;
-  v->granules = r->granules;
-  v->cls = r->cls;
-  v->obj_size = r->obj_size;
-  v->capacity = r->capacity;
-  v->words = r->words;
-  v->recip = r->recip;
-  v->bits = r->bits;
-  v->starts = r->starts;
+  v->start = TSLAB_RLOAD(r->start);
+  v->granules = TSLAB_RLOAD(r->granules);
+  v->cls = TSLAB_RLOAD(r->cls);
+  v->obj_size = TSLAB_RLOAD(r->obj_size);
+  v->capacity = TSLAB_RLOAD(r->capacity);
+  v->words = TSLAB_RLOAD(r->words);
+  v->recip = TSLAB_RLOAD(r->recip);
+  v->bits = TSLAB_RLOAD(r->bits);
+  v->starts = TSLAB_RLOAD(r->starts);
   v->era = atomic_load_explicit(&r->era, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   if (atomic_load_explicit(&r->seq, memory_order_relaxed) != seq) return false;

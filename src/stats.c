@@ -26,7 +26,9 @@ typedef struct class_totals {
 /* One cache's cumulative counts; `frees_pass` says which half this pass reads
  * (frees, or allocations and the rest). Counters are never moved between
  * places (section 9), so no lock is needed: bins and blocks are read under
- * their sequence counts. */
+ * their sequence counts. Every walk over a cache's runs is done inside a
+ * non-owner window of the reader, so no descriptor it reaches is cleared or
+ * formatted again under it (section 4). */
 static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_totals_t* t) {
   for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
     if (frees_pass) {
@@ -71,6 +73,7 @@ static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_tot
 /* Per-class totals over every cache and the instance: all frees, then all
  * allocations (section 9). */
 static void sum_classes(tslab_t* a, class_totals_t* t) {
+  tslab_tcache_t* self = tslab_tcache_find(a);
   memset(t, 0, sizeof *t);
   for (int pass = 0; pass < 2; pass++) {
     bool frees_pass = pass == 0;
@@ -83,7 +86,11 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
         t->slow[c] += ld(&a->ext[c].slow);
       }
     }
-    for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) sum_cache(a, tc, frees_pass, t);
+    for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+      tslab_window_enter(a, self);
+      sum_cache(a, tc, frees_pass, t);
+      tslab_window_exit(a, self);
+    }
   }
 }
 
@@ -129,10 +136,12 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   /* Blocks: the caches' bumping and full blocks, and the detached ones;
    * their live bytes are read off their bitmaps. */
   uint64_t opened = ld(&a->epochs_opened), closed = ld(&a->epochs_closed);
+  tslab_tcache_t* self = tslab_tcache_find(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     opened += ld(&tc->epochs_opened);
     closed += ld(&tc->epochs_closed);
     out->reserve_bytes += tslab_block_reserve_bytes(tc);
+    tslab_window_enter(a, self);
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       tslab_slot_cache_t* sc = &tc->slots[slot];
       if (!ld(&sc->era)) continue;
@@ -141,11 +150,12 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
         out->blocks_in_use++;
         out->live_bytes += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
       }
-      for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED)) {
+      for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE)) {
         out->blocks_in_use++;
-        out->live_bytes += tslab_block_live_bytes(b, b->bumped);
+        out->live_bytes += tslab_block_live_bytes(b, TSLAB_RLOAD(b->bumped));
       }
     }
+    tslab_window_exit(a, self);
   }
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_epoch_slot_t* es = &a->slots[slot];
@@ -153,7 +163,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
     for (tslab_run_t* r = es->detached; r; r = r->era_next) {
       if (atomic_load_explicit(&r->kind, memory_order_relaxed) != TSLAB_RUN_BLOCK) continue;
       out->blocks_in_use++;
-      out->live_bytes += tslab_block_live_bytes(r, r->bumped);
+      out->live_bytes += tslab_block_live_bytes(r, TSLAB_RLOAD(r->bumped));
     }
     tslab_spin_unlock(&es->mu);
   }
@@ -233,9 +243,11 @@ typedef struct era_counts {
 /* The counts of `era` held by caches (current less base, section 9), and the
  * live bytes of their blocks. */
 static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts_t* c) {
+  tslab_tcache_t* self = tslab_tcache_find(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     tslab_slot_cache_t* sc = &tc->slots[slot];
     if (ld(&sc->era) != era) continue;
+    tslab_window_enter(a, self);
     tslab_fold_t sum = {0};
     tslab_tcache_era_counts(a, tc, slot, &sum);
     c->allocs += sum.allocs;
@@ -247,15 +259,16 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
     for (uint32_t word = 0; word < 2; word++) {
       for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {
         tslab_bin_t* b = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
-        tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_RELAXED);
+        tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_ACQUIRE);
         c->empty += cur && tslab_slab_used(cur) == tslab_popcount(ld(&b->mask));
       }
     }
     /* The bytes of block objects are read off the blocks. */
     tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
     if (blk) c->live_bytes_blocks += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
-    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
-      c->live_bytes_blocks += tslab_block_live_bytes(b, b->bumped);
+    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE))
+      c->live_bytes_blocks += tslab_block_live_bytes(b, TSLAB_RLOAD(b->bumped));
+    tslab_window_exit(a, self);
   }
 }
 
@@ -291,7 +304,7 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
   out->state = state == TSLAB_EPOCH_CLOSED ? TSLAB_EPOCH_CLOSING : (tslab_epoch_state_t)state;
   tslab_spin_lock(&es->mu);
   memcpy(out->label, es->label, TSLAB_LABEL_MAX);
-  out->opened_ns = es->opened_ns;
+  out->opened_ns = TSLAB_RLOAD(es->opened_ns);
   out->refcount = es->refcount;
   tslab_spin_unlock(&es->mu);
   uint64_t now = tslab_coarse_ns();
@@ -304,12 +317,12 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
   out->slabs = ld(&es->slabs);
   out->empty_slabs = c.empty;
   out->rss_estimate_bytes = ld(&es->slab_bytes);
-  out->rss_before_close_bytes = es->rss_before_close;
-  out->rss_after_close_bytes = es->rss_after_close;
-  out->released_at_close_bytes = es->released_at_close;
+  out->rss_before_close_bytes = TSLAB_RLOAD(es->rss_before_close);
+  out->rss_after_close_bytes = TSLAB_RLOAD(es->rss_after_close);
+  out->released_at_close_bytes = TSLAB_RLOAD(es->released_at_close);
   out->released_total_bytes = ld(&es->released_bytes);
-  out->close_ns = es->close_ns;
-  out->forced_close = es->forced;
+  out->close_ns = TSLAB_RLOAD(es->close_ns);
+  out->forced_close = TSLAB_RLOAD(es->forced);
   if (xfrees) *xfrees = c.xfrees;
   if (slow) *slow = c.slow;
 }
@@ -365,7 +378,7 @@ TSLAB_INTERNAL void tslab_tcache_sum(tslab_t* a, tslab_tcache_t* tc, tslab_stats
     tslab_slot_cache_t* sc = &tc->slots[slot];
     if (!ld(&sc->era)) continue;
     out->cached_slabs += (__atomic_load_n(&sc->blk, __ATOMIC_RELAXED) != NULL);
-    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_RELAXED); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
+    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_RELAXED); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE))
       out->cached_slabs++;
     for (uint32_t word = 0; word < 2; word++) {
       for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {

@@ -106,10 +106,12 @@ static void tls_prune(void) {
 
 /* ---- bins ---- */
 
-/* The bin lists are the owner's; statistics readers walk the ready list
- * (section 9), so the links are written with relaxed atomic stores. */
-#define LINK_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
-#define LINK_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+/* The bin lists and block lists are the owner's; statistics readers walk
+ * them (section 9): links are stored with release and loaded with acquire,
+ * so a reader that reaches a run also sees its format (plain moves on
+ * x86-64). */
+#define LINK_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELEASE)
+#define LINK_LOAD(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
 
 static void list_push(tslab_run_t** head, tslab_run_t* s, uint8_t which) {
   s->list = which;
@@ -279,12 +281,13 @@ TSLAB_INTERNAL void tslab_slot_blocks_read(tslab_slot_cache_t* sc, uint64_t* all
     uint64_t ab = atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
     if (blk) {
       uint8_t* top = __atomic_load_n(&sc->top, __ATOMIC_RELAXED);
-      al += tslab_block_objects(blk, (uint32_t)((size_t)(top - blk->start) >> TSLAB_UNIT_SHIFT));
-      ab += (uint64_t)(top - blk->start);
+      uint8_t* start = TSLAB_RLOAD(blk->start);
+      al += tslab_block_objects(blk, (uint32_t)((size_t)(top - start) >> TSLAB_UNIT_SHIFT));
+      ab += (uint64_t)(top - start);
     }
     for (tslab_run_t* b = LINK_LOAD(sc->full); b; b = LINK_LOAD(b->bin_next)) {
-      al += b->hint;
-      ab += (uint64_t)b->bumped << TSLAB_UNIT_SHIFT;
+      al += TSLAB_RLOAD(b->hint);
+      ab += (uint64_t)TSLAB_RLOAD(b->bumped) << TSLAB_UNIT_SHIFT;
     }
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&sc->seq, memory_order_relaxed) != seq) continue;
@@ -425,13 +428,13 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
   if (!tslab_era_active(a, era)) return TSLAB_ERR_EPOCH_CLOSED;
   sc->budget = era == 1 ? 0 : a->config.block_budget;
   write_begin(&sc->seq);
-  sc->base_bfrees = atomic_load_explicit(&sc->bfrees, memory_order_relaxed);
-  sc->base_bxfrees = atomic_load_explicit(&sc->bxfrees, memory_order_relaxed);
-  sc->base_ballocs = atomic_load_explicit(&sc->ballocs, memory_order_relaxed);
-  sc->base_bslow = atomic_load_explicit(&sc->bslow, memory_order_relaxed);
-  sc->base_bbytes_alloc = atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
-  sc->base_bbytes_free = atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed);
-  sc->ever = true;
+  TSLAB_RSTORE(sc->base_bfrees, atomic_load_explicit(&sc->bfrees, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bxfrees, atomic_load_explicit(&sc->bxfrees, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_ballocs, atomic_load_explicit(&sc->ballocs, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bslow, atomic_load_explicit(&sc->bslow, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bbytes_alloc, atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bbytes_free, atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed));
+  __atomic_store_n(&sc->ever, true, __ATOMIC_RELEASE);
   atomic_store_explicit(&sc->era, era, memory_order_release);
   write_end(&sc->seq);
   return TSLAB_OK;
@@ -639,12 +642,12 @@ TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint
   }
   uint64_t al, fr, ab, fb;
   tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
-  sum->allocs += al - sc->base_ballocs;
-  sum->frees += fr - sc->base_bfrees;
-  sum->xfrees += atomic_load_explicit(&sc->bxfrees, memory_order_relaxed) - sc->base_bxfrees;
-  sum->slow += atomic_load_explicit(&sc->bslow, memory_order_relaxed) - sc->base_bslow;
-  sum->alloc_bytes += ab - sc->base_bbytes_alloc;
-  sum->free_bytes += fb - sc->base_bbytes_free;
+  sum->allocs += al - TSLAB_RLOAD(sc->base_ballocs);
+  sum->frees += fr - TSLAB_RLOAD(sc->base_bfrees);
+  sum->xfrees += atomic_load_explicit(&sc->bxfrees, memory_order_relaxed) - TSLAB_RLOAD(sc->base_bxfrees);
+  sum->slow += atomic_load_explicit(&sc->bslow, memory_order_relaxed) - TSLAB_RLOAD(sc->base_bslow);
+  sum->alloc_bytes += ab - TSLAB_RLOAD(sc->base_bbytes_alloc);
+  sum->free_bytes += fb - TSLAB_RLOAD(sc->base_bbytes_free);
 }
 
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
@@ -835,9 +838,9 @@ TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
 }
 
 /* Owner: collect every owned run of active eras and give empty ones back;
- * spare blocks go back to the heap first (section 6). */
+ * then the hot reserve goes back to the heap, with the blocks that drained
+ * here (section 6). */
 static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
-  tslab_block_release_reserve(a, tc, false);
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_slot_cache_t* sc = &tc->slots[slot];
     tslab_busy_enter(tc);
@@ -875,6 +878,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
     }
     tslab_busy_exit(tc);
   }
+  tslab_block_release_reserve(a, tc, false);
 }
 
 TSLAB_API void tslab_thread_flush(tslab_t* a) {

@@ -269,7 +269,8 @@ static void test_reserve_bound(void) {
   tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
   tslab_config_t c;
   tslab_config_init(&c);
-  void* _Atomic handoff[RESERVE_THREADS] = {0};
+  void* _Atomic handoff[RESERVE_THREADS];
+  for (unsigned i = 0; i < RESERVE_THREADS; i++) atomic_init(&handoff[i], NULL);
   struct reserve_worker w[RESERVE_THREADS];
   pthread_t t[RESERVE_THREADS];
   for (unsigned i = 0; i < RESERVE_THREADS; i++) {
