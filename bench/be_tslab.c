@@ -7,7 +7,9 @@
  *   "pooled" TSLAB_RELEASE_POOLED: a close hands the epoch's empty slabs to
  *            the shared pool (resident up to pool_resident_max), so the next
  *            short epoch reuses them without page faults.
- * Both use the default ring (16 slots) and advance policy
+ * Either mode ends a phase with tslab_epoch_close, or with
+ * tslab_epoch_free_all when the workload frees none of the phase's objects
+ * (free=all). Both use the default ring (16 slots) and advance policy
  * (TSLAB_ADVANCE_SKIP_OPEN): a new phase skips ring slots whose era is still
  * open, so the long-lived epoch below keeps its slot as long as fewer than
  * ring_size phases are open at once, which every workload guarantees (at
@@ -67,6 +69,13 @@ void be_phase_free(be_phase_t ph, void* p) {
 }
 
 void be_phase_end(be_phase_t ph) { tslab_epoch_close(a, ph); }
+
+int be_phase_free_all(be_phase_t ph) {
+  int st = tslab_epoch_free_all(a, ph);
+  if (st == TSLAB_OK) return 0;
+  fprintf(stderr, "tslab_epoch_free_all: %s\n", tslab_strerror(st));
+  return -1;
+}
 
 const char* be_version(void) {
 #define STR2(x) #x
