@@ -41,6 +41,10 @@ void be_phase_end(be_phase_t ph);
  * -1 when the mode has no such operation (plain malloc/free). */
 int be_phase_free_all(be_phase_t ph);
 
+/* The command line's parameter key (key=value), or dflt: for a backend's own
+ * settings (be_tslab.c: reserve_mib). */
+const char* bench_param(const char* key, const char* dflt);
+
 /* Library version, e.g. "5.3.0". */
 const char* be_version(void);
 

@@ -140,8 +140,8 @@ def metric_table(res, case, metrics, out, which=is_peer, extra=()):
                 row += f" failed: {res.error(case, v)[:80]} | |"
                 continue
             m = statistics.median(vals)
-            ratio = f"{m / b:.2f}x" if b else "n/a"
-            row += f" {fmt(m / scale, 2)} [{fmt(min(vals) / scale, 2)}, {fmt(max(vals) / scale, 2)}] | {ratio} |"
+            row += (f" {fmt(m / scale, 2)} [{fmt(min(vals) / scale, 2)}, {fmt(max(vals) / scale, 2)}] | "
+                    f"{times(ratio(m, b))} |")
         for _, fn, digits in extra:
             x = res.median(case, v, fn) if v.startswith("tslab") else None
             row += f" {'' if x is None else f'{x:.{digits}f}'} |"
@@ -369,6 +369,11 @@ def ratio(a, b):
     return None if a is None or not b else a / b
 
 
+def times(q):
+    """A ratio as the tables show it."""
+    return "n/a" if q is None else f"{q:.2f}x"
+
+
 def summary(res, threads, real):
     """{row key: (tslab's figure, the figure it is compared with, verdict)}
     for the rows of report_layout.SUMMARY_ROWS. Verdicts are for tslab's
@@ -577,7 +582,7 @@ def threads_table(res, prefix, threads, out):
                          f"{statistics.median(vals) / 1e6:.1f} [{min(vals) / 1e6:.1f}, {max(vals) / 1e6:.1f}]")
         q = ratio(res.median(f"{prefix}_2", v, lambda r: r["ops_per_s"]),
                   res.median(f"{prefix}_1", v, lambda r: r["ops_per_s"]))
-        cells.append("n/a" if q is None else f"{q:.2f}x")
+        cells.append(times(q))
         out.append(f"| {LABEL[v]} | " + " | ".join(cells) + " |")
     out.append("")
 
@@ -595,9 +600,8 @@ def untouched_tables(res, threads, out):
         return cell
 
     def scaling(v):
-        q = ratio(res.median("threads_2" + UNTOUCHED, v, lambda r: r["ops_per_s"]),
-                  res.median("threads_1" + UNTOUCHED, v, lambda r: r["ops_per_s"]))
-        return "n/a" if q is None else f"{q:.2f}x"
+        return times(ratio(res.median("threads_2" + UNTOUCHED, v, lambda r: r["ops_per_s"]),
+                           res.median("threads_1" + UNTOUCHED, v, lambda r: r["ops_per_s"])))
 
     speed = [("churn ns/pair", vs_best("churn", lambda r: r["ns_per_pair"], True)),
              ("batch FIFO ns/op", vs_best("batch", lambda r: r["fifo_ns_per_op"], True)),
@@ -634,8 +638,7 @@ def pools_section(res, out):
             if c != case:
                 continue
             m = statistics.median(v)
-            out.append(f"| {case} | {a} | {m:.2f} [{min(v):.2f}, {max(v):.2f}] | "
-                       f"{'n/a' if not b else f'{m / b:.2f}x'} |")
+            out.append(f"| {case} | {a} | {m:.2f} [{min(v):.2f}, {max(v):.2f}] | {times(ratio(m, b))} |")
     out.append("")
 
 
@@ -655,8 +658,8 @@ def real_programs_section(real, problem, out):
         bt, _, lr, _ = real_program_refs(allocs)
         for a in sorted(allocs, key=lambda a: (not a.startswith("tslab"), a)):
             ok, n, secs, rss = allocs[a]
-            out.append(f"| {prog} | {a} | {ok}/{n} | {fmt(secs, 2)} | {fmt(ratio(secs, bt), 2)}x | "
-                       f"{fmt(None if rss is None else rss / MIB, 1)} | {fmt(ratio(rss, lr), 2)}x |")
+            out.append(f"| {prog} | {a} | {ok}/{n} | {fmt(secs, 2)} | {times(ratio(secs, bt))} | "
+                       f"{fmt(None if rss is None else rss / MIB, 1)} | {times(ratio(rss, lr))} |")
     out.append("")
 
 

@@ -25,7 +25,7 @@
 static int n_params;
 static char** params;
 
-static const char* param_str(const char* key, const char* dflt) { return h_arg_str(n_params, params, key, dflt); }
+const char* bench_param(const char* key, const char* dflt) { return h_arg_str(n_params, params, key, dflt); }
 
 static uint64_t param_u64(const char* key, uint64_t dflt) { return h_arg_u64(n_params, params, key, dflt); }
 
@@ -36,7 +36,7 @@ static uint64_t checksum;
 
 static void print_header(const char* workload) {
   printf("{\"workload\":\"%s\",\"allocator\":\"%s\",\"version\":\"%s\",\"mode\":\"%s\"", workload,
-         be_name, be_version(), param_str("mode", be_default_mode));
+         be_name, be_version(), bench_param("mode", be_default_mode));
   printf(",\"params\":{");
   for (int i = 0; i < n_params; i++) {
     const char* eq = strchr(params[i], '=');
@@ -125,7 +125,7 @@ static double batch_ns_per_op(void** p, uint64_t n, uint64_t rounds, bool lifo) 
 static int wl_batch(void) {
   uint64_t n = param_u64("n", 10000), rounds = param_u64("rounds", 200);
   uint64_t lat_rounds = param_u64("lat_rounds", 50);
-  const char* order = param_str("order", "both");
+  const char* order = bench_param("order", "both");
   bool do_fifo = strcmp(order, "lifo") != 0, do_lifo = strcmp(order, "fifo") != 0;
   void** p = h_map(n * sizeof *p);
   double fifo = do_fifo ? batch_ns_per_op(p, n, rounds, false) : 0;
@@ -285,7 +285,7 @@ static uint64_t run_workers(void* (*body)(void*), worker* w, uint64_t n) {
  * Throughput is all calls over the sum of the windows' spans. */
 static int wl_threads(void) {
   uint64_t nt = param_u64("threads", 1), ops = param_u64("ops", 10000000);
-  bool per_window = strcmp(param_str("spawn", "once"), "window") == 0;
+  bool per_window = strcmp(bench_param("spawn", "once"), "window") == 0;
   uint64_t windows = per_window ? param_u64("windows", 20) : 1;
   if (nt < 1 || nt > 64 || windows < 1) {
     fprintf(stderr, "threads: 1..64 threads, at least one window\n");
@@ -430,7 +430,7 @@ static void request_retire(const pattern* pt, request* rq, uint64_t index, bool 
     be_phase_end(rq->phase);
   } else if (be_phase_free_all(rq->phase) != 0) {
     fprintf(stderr, "%s: mode %s cannot free a phase whole (free=all)\n", be_name,
-            param_str("mode", be_default_mode));
+            bench_param("mode", be_default_mode));
     exit(2);
   }
 }
@@ -439,7 +439,7 @@ static void request_retire(const pattern* pt, request* rq, uint64_t index, bool 
  * closes the phase; free=all: no object is freed, the phase end frees them
  * all (be_phase_free_all). */
 static int wl_server(void) {
-  const char* name = param_str("pattern", "burst");
+  const char* name = bench_param("pattern", "burst");
   const pattern* pt = NULL;
   for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++)
     if (strcmp(patterns[i].name, name) == 0) pt = &patterns[i];
@@ -447,7 +447,7 @@ static int wl_server(void) {
     fprintf(stderr, "unknown pattern %s\n", name);
     return 1;
   }
-  bool free_all = strcmp(param_str("free", "each"), "all") == 0;
+  bool free_all = strcmp(bench_param("free", "each"), "all") == 0;
   uint64_t nreq = param_u64("requests", 20000);
   h_rng rng = {param_u64("seed", 7)};
   unsigned depth = pt->lag + 1;
@@ -520,7 +520,7 @@ static int wl_lifemix(void) {
   uint64_t nreq = param_u64("requests", 200000), objs = param_u64("objs", 64);
   uint64_t long_every = param_u64("long_every", 8);
   uint64_t window = param_u64("window", nreq / 10 + 1);
-  bool mixed = strcmp(param_str("routing", "aligned"), "mixed") == 0;
+  bool mixed = strcmp(bench_param("routing", "aligned"), "mixed") == 0;
   h_rng rng = {param_u64("seed", 11)};
   void** p = h_map(objs * sizeof *p);
   void** keep = h_map(window * sizeof *keep);
@@ -615,7 +615,7 @@ int main(int argc, char** argv) {
   n_params = argc - 2;
   params = argv + 2;
   h_touch_init(n_params, params);
-  const char* mode = param_str("mode", be_default_mode);
+  const char* mode = bench_param("mode", be_default_mode);
   for (size_t i = 0; i < sizeof workloads / sizeof *workloads; i++) {
     if (strcmp(workloads[i].name, argv[1]) != 0) continue;
     if (be_init(mode) != 0) {
