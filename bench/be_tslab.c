@@ -103,7 +103,7 @@ void be_report(FILE* out) {
           "\"metadata_bytes\":%llu,\"resident_estimate_bytes\":%llu,\"slow_path_total\":%llu,"
           "\"allocations_total\":%llu,\"epochs_opened_total\":%llu,\"epochs_closed_total\":%llu,"
           "\"epochs_forced_close_total\":%llu,\"invalid_frees_total\":%llu,"
-          "\"alloc_failures_total\":%llu}",
+          "\"alloc_failures_total\":%llu,\"thread_caches\":%llu,\"threads_active\":%llu}",
           policy, g.epoch_ring_size, (unsigned long long)g.slabs_created_total,
           (unsigned long long)g.slabs_recycled_total, (unsigned long long)g.slabs_in_use,
           (unsigned long long)g.slabs_empty, (unsigned long long)g.slabs_released,
@@ -113,5 +113,6 @@ void be_report(FILE* out) {
           (unsigned long long)g.slow_path_total, (unsigned long long)g.allocations_total,
           (unsigned long long)g.epochs_opened_total, (unsigned long long)g.epochs_closed_total,
           (unsigned long long)g.epochs_forced_close_total, (unsigned long long)g.invalid_frees_total,
-          (unsigned long long)g.alloc_failures_total);
+          (unsigned long long)g.alloc_failures_total, (unsigned long long)g.thread_caches,
+          (unsigned long long)g.threads_active);
 }

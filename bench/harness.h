@@ -74,8 +74,8 @@ void h_print_pcts(FILE* out, const char* name, uint64_t* v, size_t n);
 /* Real memory traffic. Programs write the objects they allocate and read them
  * before freeing them, so an allocator that hands out cache-cold memory, or
  * memory whose pages are not faulted in yet, pays for it as it would in a
- * program. h_obj_write fills every byte of an object with a pattern derived
- * from its number; h_obj_read reads every byte back and returns their sum,
+ * program. h_obj_write fills every byte of an object (of at least 8 bytes)
+ * with a pattern derived from its number; h_obj_read reads every byte back and returns their sum,
  * which the workloads fold into the checksum they print: the reads cannot be
  * dropped, and one workload prints the same checksum with every allocator
  * (the report checks that they agree).
