@@ -60,7 +60,7 @@ static void request_epochs(const tslab_config_t* cfg, const char* name, bool fre
   uint32_t* size = h_map(objs * sizeof *size);
   uint64_t* ns = h_map(closes * sizeof *ns);
   h_rng rng = {5};
-  uint64_t warm = closes / 10 + 1, calls0 = 0, id = 0;
+  uint64_t warm = closes / 10, calls0 = 0, id = 0;
   int status = TSLAB_OK;
   for (uint64_t c = 0; c < warm + closes && status == TSLAB_OK; c++) {
     if (c == warm) calls0 = release_calls(a);
