@@ -77,24 +77,26 @@ typedef enum tslab_status {
   TSLAB_ERR_NOT_SUPPORTED = 18     /* not available on this platform */
 } tslab_status_t;
 
-/* How empty slabs are returned to the operating system. */
+/* How empty memory is returned to the operating system. Every policy keeps
+ * a bounded **hot reserve** of empty, resident memory for the next epochs
+ * (see tslab_config_t: thread_reserve_max per thread cache plus
+ * pool_resident_max for the instance), so that short epochs (one per
+ * request) cost no system call and no page fault; tslab_reserve_release()
+ * empties it on demand. */
 typedef enum tslab_release_policy {
-  /* Default. An empty slab goes to the instance's pool, where any epoch
-   * reuses it for a slab or span of the same length. tslab_epoch_close() releases the empty slabs of the
-   * closed epoch (the pool's included); slabs of a closed epoch that empty
-   * later are released by the free that empties them; the pool keeps at most
-   * pool_resident_max bytes of other empty slabs resident. */
+  /* Default. An empty slab or block goes to the hot reserve while it has
+   * room, where any epoch reuses it. tslab_epoch_close() releases every empty
+   * slab of the closed epoch that does not fit the reserve; a slab of a
+   * closed epoch that empties later goes to the reserve if it fits, else the
+   * free that empties it releases it. */
   TSLAB_RELEASE_ON_CLOSE = 0,
-  /* Every slab is released to the OS the moment it becomes empty, except a
-   * thread's current slab of a class, which stays cached. Lowest RSS, more
-   * system calls. */
+  /* Every slab is released to the OS the moment it becomes empty; no
+   * reserve (a thread's current slab of a class and its current block stay
+   * cached). Lowest RSS, more system calls. */
   TSLAB_RELEASE_EAGER = 1,
-  /* For very short epochs (one per request): a close keeps the epoch's empty
-   * slabs for reuse instead of releasing them, so the next epoch gets them
-   * without page faults or system calls: each thread cache keeps up to
-   * pool_resident_max bytes of empty slabs for its next slabs of the same
-   * class, and the shared pool up to pool_resident_max more; the rest is
-   * released as usual. This relaxes the close guarantee accordingly. */
+  /* Version 0.1 kept a closed epoch's empty slabs under this policy; the hot
+   * reserve now does that for every program, so it behaves exactly as
+   * TSLAB_RELEASE_ON_CLOSE. Kept so that programs written for 0.1 compile. */
   TSLAB_RELEASE_POOLED = 2
 } tslab_release_policy_t;
 
@@ -114,10 +116,23 @@ typedef enum tslab_advance_policy {
 /* Instance configuration. Initialise with tslab_config_init(), then change
  * what you need. A NULL config means all defaults. */
 typedef struct tslab_config {
-  uint32_t epoch_ring_size;     /* ring slots, a power of two in [2, 256]; default 16 */
+  uint32_t epoch_ring_size;     /* ring slots, a power of two in [2, 256]; default 16. Every
+                                   open epoch takes a slot: a server with an epoch per request
+                                   needs more slots than requests in flight (plus its
+                                   long-lived epochs), or advancing force-closes the oldest. */
   size_t reserve_bytes;         /* virtual address space reserved up front, 4 MiB to 1 TiB;
                                    default 64 GiB */
-  size_t pool_resident_max;     /* empty-slab bytes the pool keeps resident; default 4 MiB */
+  size_t pool_resident_max;     /* hot reserve of the instance: empty slab bytes its shared pool
+                                   keeps resident for any epoch; default 1 MiB */
+  size_t thread_reserve_max;    /* hot reserve of each thread cache: drained block bytes it keeps
+                                   for its own next epochs (a multiple of 64 KiB counts); default
+                                   256 KiB. The whole reserve is at most pool_resident_max +
+                                   threads x thread_reserve_max. */
+  size_t block_budget;          /* bytes each thread may bump-allocate per epoch in 64 KiB blocks
+                                   of mixed sizes before the epoch continues in class slabs
+                                   (blocks make an epoch's first allocations cost no slab per
+                                   size class); default 1 MiB; 0 turns blocks off. The
+                                   instance's first era (era 1) never uses blocks. */
   size_t max_alloc_size;        /* largest request accepted, at most reserve_bytes / 2;
                                    default 1 GiB */
   tslab_release_policy_t release_policy; /* default TSLAB_RELEASE_ON_CLOSE */
@@ -158,12 +173,17 @@ TSLAB_API tslab_epoch_t tslab_epoch_current(tslab_t* a);
 TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a);
 
 /* Close an epoch: it rejects new allocations from now on (its live objects
- * stay valid and may be freed from any thread), and every slab of the epoch
- * that is empty at this moment, including slabs cached by other threads,
- * busy or idle, has been returned to the OS when this call returns. A slab
- * of the epoch that becomes empty later is returned by the free that empties
- * it. Closing a closed epoch again is a no-op returning TSLAB_OK. Returns
- * TSLAB_ERR_EPOCH_STALE / _UNKNOWN for eras that are not in the ring. */
+ * stay valid and may be freed from any thread), and every slab or block of
+ * the epoch that is empty at this moment, including those cached by other
+ * threads, busy or idle, has been returned to the OS when this call returns,
+ * except what fits the bounded hot reserve (see tslab_release_policy_t). A
+ * slab of the epoch that becomes empty later goes to the reserve, or is
+ * returned by the free that empties it. A close of an epoch whose memory only
+ * the calling thread held needs no fence, no wait and, within the reserve, no
+ * system call. Closing a closed epoch again is a no-op returning TSLAB_OK; a
+ * close racing another close of the same epoch returns when that one has
+ * finished. Returns TSLAB_ERR_EPOCH_STALE / _UNKNOWN for eras that are not in
+ * the ring. */
 TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e);
 
 /* Free-all close (arena semantics): close e and end every object still live
@@ -270,6 +290,11 @@ TSLAB_API const char* tslab_strerror(int status);
  * instance a to the shared pool (what thread exit does automatically). */
 TSLAB_API void tslab_thread_flush(tslab_t* a);
 
+/* Release the whole hot reserve to the OS now: every thread cache's drained
+ * blocks (idle threads' too) and the shared pool. Returns the bytes
+ * released (0 for a NULL instance, with TSLAB_ERR_INVALID_ARGUMENT). */
+TSLAB_API size_t tslab_reserve_release(tslab_t* a);
+
 /* Walk every piece of metadata of the instance and check its invariants.
  * Returns the number of inconsistencies found (0 when healthy); with a
  * non-NULL report, a description of the first one is written there. Meant
@@ -304,6 +329,13 @@ typedef struct tslab_stats_global {
   uint64_t slabs_created_total;    /* slabs put in use (formatted or from spares), spans */
   uint64_t slabs_recycled_total;   /* slabs and spans placed in memory that served before
                                       (from the pool, or released and reused) */
+  uint64_t blocks_in_use;          /* mixed-size blocks held by epochs */
+  uint64_t blocks_created_total;   /* blocks taken from the heap */
+  uint64_t blocks_reused_total;    /* blocks reused from a thread's hot reserve */
+  uint64_t reserve_bytes;          /* hot reserve: empty memory kept resident (thread caches'
+                                      blocks and the shared pool) */
+  uint64_t objects_ended_total;    /* objects ended by free-all closes */
+  uint64_t epochs_freed_all_total; /* free-all closes */
   uint64_t release_calls_total;    /* madvise/decommit calls */
   uint64_t release_bytes_total;
   uint64_t release_failures_total; /* release calls the OS refused (memory stays resident) */
@@ -317,8 +349,9 @@ typedef struct tslab_stats_global {
   uint64_t alloc_fail_unknown_total;
   uint64_t alloc_fail_size_total;  /* bad size or alignment */
   uint64_t alloc_fail_oom_total;
-  uint64_t slow_path_total;        /* bin refills: next bitmap word, remote frees, a ready,
-                                      spare or new slab (spans are not counted) */
+  uint64_t slow_path_total;        /* refills: a bin's next bitmap word, remote frees, a ready
+                                      or new slab; a thread's next block (spans are not
+                                      counted) */
   uint64_t epochs_opened_total;
   uint64_t epochs_closed_total;
   uint64_t epochs_forced_close_total;
@@ -416,6 +449,9 @@ TSLAB_API uint32_t tslab_class_count(tslab_t* a);
 /* Largest object size served from slabs; larger requests get their own span. */
 TSLAB_API size_t tslab_small_max(void);
 TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out);
+/* Every class at once (one pass over the thread caches instead of one per
+ * class); returns how many were written (at most tslab_class_count()). */
+TSLAB_API size_t tslab_stats_classes(tslab_t* a, tslab_stats_class_t* out, size_t max);
 /* Stats of one era (TSLAB_ERR_EPOCH_STALE / _UNKNOWN when not in the ring). */
 TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out);
 /* All eras in the ring, oldest first; returns how many were written. */

@@ -1,6 +1,7 @@
-/* The public allocation and free paths: the fast path (thread cache, busy
- * window, bitmap pop) and everything around it: calloc, aligned allocation,
- * realloc, usable size, handles. docs/ARCHITECTURE.md sections 3.1 and 5. */
+/* The public allocation and free paths: the fast paths (thread cache, busy
+ * window, bump or bitmap pop, local free) and everything around them:
+ * calloc, aligned allocation, realloc, usable size, handles.
+ * docs/ARCHITECTURE.md sections 3, 6 and 8. */
 #include <string.h>
 
 #include "internal.h"
@@ -11,79 +12,60 @@ static void* fail_alloc(tslab_t* a, int status) {
   return NULL;
 }
 
-static tslab_handle_t handle_pack(tslab_t* a, uint16_t gen, const tslab_run_t* r, uint32_t idx) {
-  uint64_t g = (uint64_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT;
-  return ((uint64_t)a->tag << 56) | ((uint64_t)gen << 40) | (g << 14) | idx;
+/* ---- handles (section 8) ---- */
+
+#define HANDLE_GRANULE_BITS 36
+#define HANDLE_SLOT_MASK ((1ull << TSLAB_HANDLE_SLOT_BITS) - 1)
+#define HANDLE_GRANULE_MASK ((1ull << HANDLE_GRANULE_BITS) - 1)
+
+/* generation (16) | address of the run's first granule >> 14 (36) | slot
+ * (12). The granule is absolute: a live instance's reservation holds no
+ * address of another's, so a foreign handle fails the range check. */
+static tslab_handle_t handle_pack(tslab_t* a, uint16_t gen, const uint8_t* start, uint32_t idx) {
+  uint64_t g = ((uintptr_t)start >> TSLAB_GRANULE_SHIFT) & HANDLE_GRANULE_MASK;
+  gen = (uint16_t)(gen + a->gen_seed);
+  return ((uint64_t)gen << (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) | (g << TSLAB_HANDLE_SLOT_BITS) | idx;
 }
 
-/* The generation a handle to slot idx carries. The slab gets its per-slot
- * generations on its first handle allocation (owner, in its busy window);
- * every free bumps the slot's generation so older handles stop matching.
- * Returns false when there is no memory for the generations. */
+/* The generation a handle to slot idx of slab s carries. The slab gets its
+ * per-slot generations on its first handle allocation (owner, in its busy
+ * window); every free bumps the slot's generation so older handles stop
+ * matching. False when there is no memory for the generations. */
 static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* gen) {
   _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
   if (!g) {
     g = tslab_heap_gens(a, s->capacity);
     if (!g) return false;
-    uint16_t base = atomic_load_explicit(&a->gen_base[(size_t)(s->start - a->base) >> TSLAB_GRANULE_SHIFT],
-                                         memory_order_relaxed);
+    uint16_t base = atomic_load_explicit(&a->gen_base[tslab_run_index(a, s)], memory_order_relaxed);
     for (uint32_t i = 0; i < s->capacity; i++) atomic_store_explicit(&g[i], base, memory_order_relaxed);
+    s->gens_cap = s->capacity;
     atomic_store_explicit(&s->gens, g, memory_order_release);
   }
   *gen = atomic_load_explicit(&g[idx], memory_order_relaxed);
   return true;
 }
 
+/* Owner, in its window: a handle for the object p just allocated. */
+static bool make_handle(tslab_t* a, void* p, tslab_handle_t* h) {
+  tslab_run_t* s = tslab_run_of(a, p);
+  uint32_t idx = tslab_slab_index(s, p);
+  uint16_t gen = s->gen;
+  if (atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB && !slot_generation(a, s, idx, &gen))
+    return false;
+  *h = handle_pack(a, gen, s->start, idx);
+  return true;
+}
+
+/* ---- allocation ---- */
+
 /* Hand out one slot from the bin's set-aside word (owner, busy window). The
- * slot was counted when it was set aside (tcache.c, bin_set_mask). */
+ * slot was counted when it was set aside (src/tcache.c, bin_set_mask). */
 static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, uint64_t m) {
   size_t b = (unsigned)__builtin_ctzll(m);
   atomic_store_explicit(&bin->mask, m & (m - 1), memory_order_relaxed);
   atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | (1ull << b),
                         memory_order_relaxed);
   return bin->base + b * bin->size;
-}
-
-/* seq_cst (a plain load on x86 and arm64, like acquire) so that the loads
- * after a read-modify-write fence (threads without a cache, closing frees)
- * take part in the single total order the protocol's arguments use. */
-static inline bool era_active(tslab_t* a, uint64_t e) {
-  return atomic_load_explicit(&a->ring[e & a->ring_mask].state, memory_order_seq_cst) ==
-         TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE);
-}
-
-/* Allocate from class cls in era e, refilling the bin when needed, or fail
- * with a status. `h` asks for a handle too. */
-static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t e, tslab_handle_t* h,
-                         int* status) {
-  tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
-  void* p = NULL;
-  tslab_busy_enter(tc);
-  if (era_active(a, e)) {
-    if (atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0 || tslab_bin_refill(a, tc, bin, e)) {
-      p = bin_pop(bin, atomic_load_explicit(&bin->mask, memory_order_relaxed));
-      if (unlikely(h != NULL)) {
-        uint16_t gen;
-        tslab_run_t* s = bin->cur;
-        uint32_t idx = tslab_slab_index(s, p);
-        if (!slot_generation(a, s, idx, &gen)) {
-          /* No metadata for generations: undo; the caller reports OOM. */
-          tslab_busy_exit(tc);
-          tslab_free(a, p);
-          *status = TSLAB_ERR_OUT_OF_MEMORY;
-          return NULL;
-        }
-        *h = handle_pack(a, gen, s, idx);
-      }
-    } else {
-      *status = TSLAB_ERR_OUT_OF_MEMORY;
-    }
-  } else {
-    *status = tslab_epoch_reject_status(a, e);
-    if (*status == TSLAB_OK) *status = TSLAB_ERR_EPOCH_CLOSED; /* closed and reopened meanwhile */
-  }
-  tslab_busy_exit(tc);
-  return p;
 }
 
 /* Smallest class that can hold size bytes at the given alignment, or
@@ -99,7 +81,21 @@ static uint32_t class_for(size_t size, size_t align) {
   return TSLAB_CLASSES;
 }
 
-/* Everything that is not the fast path: argument checks, alignment, spans. */
+/* In the owner's window with era e ACTIVE and claimed: a block object (while
+ * the era has block budget), else a slot of its class. */
+static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t e, int* status) {
+  void* p = align <= 16 ? tslab_bump_refill(a, tc, e, size, align, status) : NULL;
+  if (p || *status != TSLAB_OK) return p;
+  uint32_t cls = class_for(size, align);
+  tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
+  if (atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0 || tslab_bin_refill(a, tc, bin, e))
+    return bin_pop(bin, atomic_load_explicit(&bin->mask, memory_order_relaxed));
+  *status = TSLAB_ERR_OUT_OF_MEMORY;
+  return NULL;
+}
+
+/* Everything that is not the fast path: argument checks, registration as a
+ * user of the era, blocks, refills, alignment, spans, handles. */
 static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e,
                                                     tslab_handle_t* h) {
   if (!a) return fail_alloc(NULL, TSLAB_ERR_INVALID_ARGUMENT);
@@ -107,45 +103,69 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
   tslab_tcache_t* tc = tslab_tcache_get(a);
   if (!tc) return fail_alloc(a, TSLAB_ERR_OUT_OF_MEMORY);
   int status = TSLAB_OK;
-  uint32_t cls = class_for(size, align);
-  void* p;
-  if (cls < TSLAB_CLASSES) {
-    p = alloc_small(a, tc, cls, e, h, &status);
-  } else {
-    tslab_busy_enter(tc);
+  void* p = NULL;
+  tslab_busy_enter(tc);
+  if (!tslab_era_active(a, e)) {
     status = tslab_epoch_reject_status(a, e);
-    p = status == TSLAB_OK ? tslab_large_alloc(a, tc, size, align, e) : NULL;
-    tslab_busy_exit(tc);
-    if (!p && status == TSLAB_OK) status = TSLAB_ERR_OUT_OF_MEMORY;
-    if (p && h) {
-      tslab_run_t* r = tslab_run_of(a, p);
-      *h = handle_pack(a, r->large_gen, r, 0);
-    }
+    if (status == TSLAB_OK) status = TSLAB_ERR_EPOCH_CLOSED; /* closed and reopened meanwhile */
+  } else if (atomic_load_explicit(&tc->slots[e & a->ring_mask].era, memory_order_relaxed) != e &&
+             (status = tslab_tcache_claim(a, tc, e)) != TSLAB_OK) {
+  } else if (size <= TSLAB_SMALL_MAX && align <= TSLAB_GRANULE) {
+    p = alloc_small(a, tc, size, align, e, &status);
+  } else {
+    p = tslab_large_alloc(a, tc, size, align, e);
+    if (!p) status = TSLAB_ERR_OUT_OF_MEMORY;
   }
+  if (p && h && !make_handle(a, p, h)) {
+    /* No metadata for generations: undo; the caller reports OOM. */
+    tslab_busy_exit(tc);
+    tslab_free(a, p);
+    return fail_alloc(a, TSLAB_ERR_OUT_OF_MEMORY);
+  }
+  tslab_busy_exit(tc);
   return p ? p : fail_alloc(a, status);
 }
 
-/* The fast path: a thread-cache hit, an open era and a slot set aside in the
- * bin. Everything else goes through alloc_general, out of line, so that the
- * fast path needs no stack frame. */
+/* The fast path: a thread-cache hit, an open era, and room in the era's
+ * block or a slot set aside in the bin. Everything else goes through
+ * alloc_general, out of line, so that the fast path needs no stack frame.
+ * fast_max folds max_alloc_size into the size check. */
 TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
-  if (likely(a != NULL && size - 1 < TSLAB_SMALL_MAX)) {
+  if (likely(a != NULL && size - 1 < a->fast_max)) {
     if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
       tslab_tcache_t* tc = tslab_tls_last.tc;
       /* Addresses first: the busy store could alias them for the compiler. */
       uint32_t slot = (uint32_t)(e & a->ring_mask);
       _Atomic uint64_t* state = &a->ring[slot].state;
-      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
-      /* One register for the bin: left to itself the compiler derives its
-       * fields from two differently offset bases. */
-      __asm__("" : "+r"(bin));
+      tslab_slot_cache_t* sc = &tc->slots[slot];
       tslab_busy_enter(tc);
-      uint64_t m;
-      if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
-                 (m = atomic_load_explicit(&bin->mask, memory_order_relaxed)) != 0)) {
-        void* p = bin_pop(bin, m);
-        tslab_busy_exit(tc);
-        return p;
+      if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE))) {
+        size_t sz = (size + 15) & ~(size_t)15;
+        uint8_t* top = sc->top;
+        if (likely(sz <= (size_t)(sc->end - top))) {
+          /* Bump (3.4): the object's alloc bit at its first unit, a
+           * boundary after its last. */
+          size_t u = (size_t)(top - sc->base) >> TSLAB_UNIT_SHIFT, end = u + (sz >> TSLAB_UNIT_SHIFT);
+          _Atomic uint64_t* w = &sc->bits[2 * (u >> 6)];
+          atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | (1ull << (u & 63)),
+                                memory_order_relaxed);
+          _Atomic uint64_t* b = &sc->starts[end >> 6];
+          atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) | (1ull << (end & 63)),
+                                memory_order_relaxed);
+          __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
+          tslab_busy_exit(tc);
+          return top;
+        }
+        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
+        /* One register for the bin: left to itself the compiler derives its
+         * fields from two differently offset bases. */
+        __asm__("" : "+r"(bin));
+        uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+        if (likely(m != 0)) {
+          void* p = bin_pop(bin, m);
+          tslab_busy_exit(tc);
+          return p;
+        }
       }
       tslab_busy_exit(tc);
     }
@@ -181,42 +201,12 @@ static bool fail_free(tslab_t* a, int status) {
   return false;
 }
 
-/* Owner: the slab became empty (retire it unless it is current) or was full
- * and parked (it can serve again: ready list). Ready slabs keep their
- * notification armed; a spurious notification only costs a collect. */
-static void after_local_free(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
-  if (tslab_slab_used(s) == 0) {
-    if (s->list == TSLAB_LIST_CUR) return;
-    tslab_tcache_unlink_run(tc, bin, s);
-    tslab_slab_retire(a, s);
-  } else {
-    tslab_tcache_ready(bin, s);
-  }
-}
-
-/* Count a free by a thread that does not own the slab, in an active era: in
- * this thread's bin, or in the era's slot for a thread without a cache. */
-static void count_remote_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls, uint32_t size) {
-  if (tc) {
-    tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-    tslab_bin_claim(a, tc, bin, era);
-    tslab_bump(&bin->frees, 1);
-    tslab_bump(&bin->xfrees, 1);
-    return;
-  }
-  tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
-  atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext_frees[cls], 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext_xfrees[cls], 1, memory_order_relaxed);
-}
-
-/* The caller's busy window: its cache's flag, or for a thread without a
- * cache the instance's counter, whose read-modify-writes are the fence. */
+/* The caller's non-owner window: its cache's busy word with a full fence, or
+ * for a thread without a cache the instance's counter, whose
+ * read-modify-writes are the fence (sections 4 and 6). */
 static inline void window_enter(tslab_t* a, tslab_tcache_t* tc) {
   if (tc)
-    tslab_busy_enter(tc);
+    tslab_busy_enter_fenced(tc);
   else
     atomic_fetch_add_explicit(&a->cacheless_busy, 1, memory_order_seq_cst);
 }
@@ -228,53 +218,48 @@ static inline void window_exit(tslab_t* a, tslab_tcache_t* tc) {
     atomic_fetch_sub_explicit(&a->cacheless_busy, 1, memory_order_release);
 }
 
-/* A free in an era that is not active (closing, closed, gone). The slab
- * protocol is in slab.c; the era's slot counts it while it still holds the
- * era. closing_inflight keeps tslab_epoch_advance from resetting the slot
- * for a newer era while this free may still write to it. `cross`: the freer
- * is not the cache that formatted the slab. */
-static bool free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx, uint64_t era, uint32_t cls, uint32_t size,
-                         bool cross) {
-  atomic_fetch_add_explicit(&a->closing_inflight, 1, memory_order_seq_cst);
-  bool ok = tslab_slab_free_closing(a, s, idx);
-  if (ok) {
-    tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
-    if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_seq_cst)) == era) {
-      atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
-      if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
-    }
-    atomic_fetch_add_explicit(&a->ext_frees[cls], 1, memory_order_relaxed);
-    if (cross) atomic_fetch_add_explicit(&a->ext_xfrees[cls], 1, memory_order_relaxed);
-  }
-  atomic_fetch_sub_explicit(&a->closing_inflight, 1, memory_order_release);
-  return ok;
-}
-
-/* Owner free of slot idx of s, in the busy window with s's era active.
- * Plain loads and stores only (invariant S1). */
+/* Owner free of slot idx of s, in the busy window with s's era active: plain
+ * loads and stores only (invariant S1). A slot of the word the bin has set
+ * aside goes straight back into the mask (cache-hot reuse, section 3). The
+ * mask is written before `taken` and readers read `taken` first, so a read
+ * can miss the slot's return (an undercount the readers' high-water mark
+ * hides) but never count it twice. */
 static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s, uint32_t idx) {
-  uint32_t w = idx >> 6;
+  _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
-  uint64_t al = atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
-  if (unlikely(!(al & bit) || (atomic_load_explicit(&s->remote[w], memory_order_relaxed) & bit)))
-    return false;
-  atomic_store_explicit(&s->alloc[w], al & ~bit, memory_order_relaxed);
-  tslab_slab_count_free(s);
+  uint64_t al = atomic_load_explicit(word, memory_order_relaxed);
+  if (unlikely(!(al & bit) || (atomic_load_explicit(word + 1, memory_order_relaxed) & bit))) return false;
+  atomic_store_explicit(word, al & ~bit, memory_order_relaxed);
+  tslab_bin_t* bin = s->bin;
+  if (bin && bin->word == word) {
+    atomic_store_explicit(&bin->mask, atomic_load_explicit(&bin->mask, memory_order_relaxed) | bit,
+                          memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst);
+    tslab_bump(&bin->taken, 1);
+#if TSLAB_COUNTERS
+    tslab_owner_add(&s->usage, 1ull << TSLAB_USED_BITS);
+#endif
+  } else {
+#if TSLAB_COUNTERS
+    tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
+#else
+    tslab_slab_used_add(s, -1);
+#endif
+  }
   return true;
 }
 
 /* Whether a local free left work beyond the bitmap: a handle generation to
- * bump, a slab that emptied or leaves the parked list. */
+ * bump, a run that emptied or leaves the parked list. */
 static inline bool free_local_rare(const tslab_run_t* s) {
   return (s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED)) ||
          atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
-/* The rare part of a local free. */
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
   if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
-  if (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED) after_local_free(a, tc, s->bin, s);
+  if (s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED))
+    tslab_tcache_settle(a, tc, s);
 }
 
 /* The rare part of a local free and the end of its busy window: out of line
@@ -286,61 +271,83 @@ static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache
   return true;
 }
 
-/* Owner free of slot idx of s, in the busy window with s's era active.
- * Plain loads and stores only (invariant S1). */
-static bool free_local(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
-  if (!free_local_bits(s, idx)) return false;
-  free_local_rest(a, tc, s, idx);
+/* Count a free by a thread that does not own the run. While the era is
+ * active, in this thread's cache (which then counts for the era, 7.2); in a
+ * closed era, or without a cache, in the era's slot and the instance. */
+static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls, size_t size,
+                                bool cross) {
+  if (tc && tslab_era_active(a, era) &&
+      (atomic_load_explicit(&tc->slots[era & a->ring_mask].era, memory_order_relaxed) == era ||
+       tslab_tcache_claim(a, tc, era) == TSLAB_OK)) {
+    tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+    if (cls == TSLAB_CLASSES) {
+      /* Bytes of block objects are read off the blocks (section 9). */
+      tslab_bump(&sc->bfrees, 1);
+      tslab_bump(&sc->bxfrees, cross);
+    } else {
+      tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
+      sc->classes[cls >> 6] |= 1ull << (cls & 63);
+      tslab_bump(&bin->frees, 1);
+      tslab_bump(&bin->xfrees, cross);
+    }
+    return;
+  }
+  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
+  if (es) {
+    atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
+    if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
+    tslab_era_count_exit(es);
+  }
+  tslab_counts_t* c = tc ? &tc->folded[cls] : &a->ext[cls];
+  atomic_fetch_add_explicit(&c->frees, 1, memory_order_relaxed);
+  if (cross) atomic_fetch_add_explicit(&c->xfrees, 1, memory_order_relaxed);
+}
+
+/* A free inside the caller's fenced window. */
+static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
+  tslab_run_view_t v;
+  if (!tslab_run_view(a, p, &v)) return false;
+  if (v.kind == TSLAB_RUN_LARGE) return p == v.start && tslab_large_free(a, tc, v.r);
+  uint32_t idx = tslab_slot_index(v.start, v.recip, v.obj_size, v.capacity, p);
+  if (idx == UINT32_MAX) return false;
+  tslab_run_t* s = v.r;
+  if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc && tslab_era_active(a, v.era)) {
+    if (!free_local_bits(s, idx)) return false;
+    free_local_rest(a, tc, s, idx);
+    return true;
+  }
+  /* What the counts need is read before the free takes effect: afterwards
+   * the run may drain and be recycled (its metadata stays valid for this
+   * window only, G1). */
+  size_t size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(&v, idx) : v.obj_size;
+  bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
+  tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+  bool notify;
+  if (!tslab_run_free_nonowner(a, &v, idx, &notify)) return false;
+  count_nonowner_free(a, tc, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross);
+  if (notify && owner) tslab_tcache_notify(owner, s);
   return true;
 }
 
 /* Every free that is not the fast path's: invalid pointers, spans, frees by
- * threads that do not own the slab, eras that are not active. All of it runs
- * in the caller's busy window, so a close waits for it (section 6.1). The
- * slab's class and size are read before the free is visible: afterwards the
- * owner may retire the slab and the descriptor may describe another run. */
+ * threads that do not own the run, eras that are not active. */
 static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (!p) return true;
   if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
-  tslab_run_t* s = tslab_run_of(a, p);
-  if (unlikely(!s)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
+  if ((uintptr_t)p - (uintptr_t)a->base >= a->reserve) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
   tslab_tcache_t* tc = tslab_tcache_get(a);
-  uint8_t kind = atomic_load_explicit(&s->kind, memory_order_acquire);
-  bool ok = false;
-  if (kind == TSLAB_RUN_LARGE) {
-    window_enter(a, tc);
-    atomic_fetch_add_explicit(&a->closing_inflight, 1, memory_order_seq_cst);
-    ok = tslab_large_free(a, tc, s, p);
-    atomic_fetch_sub_explicit(&a->closing_inflight, 1, memory_order_release);
-    window_exit(a, tc);
-    return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
-  }
-  uint32_t idx = kind == TSLAB_RUN_SLAB ? tslab_slab_index(s, p) : UINT32_MAX;
-  if (unlikely(idx == UINT32_MAX)) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
-  uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
-  uint32_t cls = s->cls, size = s->obj_size;
-  bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
-
   window_enter(a, tc);
-  if (era_active(a, era)) {
-    if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
-      ok = free_local(a, tc, s, idx);
-    } else {
-      ok = tslab_slab_free_remote(s, idx);
-      if (ok) count_remote_free(a, tc, era, cls, size);
-    }
-  } else {
-    ok = free_closing(a, s, idx, era, cls, size, cross);
-  }
+  bool ok = free_in_window(a, tc, p);
   window_exit(a, tc);
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 
-/* The fast path: a slot of a slab this thread owns, in an open era. The
- * owner check needs no thread-cache lookup: a slab's owner is a cache, and a
- * cache knows the thread attached to it. Only attached slabs have an owner,
- * and slab_index rejects a pointer outside the slab, so a stale map entry
- * cannot pass. */
+/* The fast path: a slot of a run this thread owns, in an open era. The owner
+ * check needs no thread-cache lookup: a run's owner is a cache, and a cache
+ * knows the thread attached to it. The window opens before the run's era
+ * and owner are read (again), so a descriptor that changed hands meanwhile
+ * is caught (G3); slab_index rejects a pointer outside the run. */
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
     uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
@@ -348,17 +355,17 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
       tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
       tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
       if (likely(tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id())) {
-        uint32_t idx = tslab_slab_index(s, p);
-        if (likely(idx != UINT32_MAX)) {
-          tslab_busy_enter(tc);
-          if (likely(era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
-                     free_local_bits(s, idx))) {
+        tslab_busy_enter(tc);
+        uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
+        if (likely(tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
+          uint32_t idx = tslab_slab_index(s, p);
+          if (likely(idx != UINT32_MAX && free_local_bits(s, idx))) {
             if (unlikely(free_local_rare(s))) return free_local_finish(a, tc, s, idx);
             tslab_busy_exit(tc);
             return true;
           }
-          tslab_busy_exit(tc);
         }
+        tslab_busy_exit(tc);
       }
     }
   }
@@ -367,49 +374,52 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
 
 /* ---- queries ---- */
 
-/* The run of a live allocation p, or NULL. */
-static tslab_run_t* live_run(tslab_t* a, const void* p) {
-  if (!a || !p) return NULL;
-  tslab_run_t* r = tslab_run_of(a, p);
-  if (!r) return NULL;
-  uint8_t kind = atomic_load_explicit(&r->kind, memory_order_acquire);
-  if (kind == TSLAB_RUN_LARGE)
-    return p == r->start && atomic_load_explicit(&r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE
-               ? r
-               : NULL;
-  if (kind != TSLAB_RUN_SLAB) return NULL;
-  uint32_t idx = tslab_slab_index(r, p);
-  return idx != UINT32_MAX && tslab_slab_is_live(r, idx) ? r : NULL;
+/* For a live allocation p: its usable size (and era), read in a fenced
+ * window. 0 when p is not live. */
+static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
+  if (!a || !p || (uintptr_t)p - (uintptr_t)a->base >= a->reserve) return 0;
+  tslab_tcache_t* tc = tslab_tcache_find(a);
+  window_enter(a, tc);
+  size_t size = 0;
+  tslab_run_view_t v;
+  if (tslab_run_view(a, p, &v)) {
+    if (v.kind == TSLAB_RUN_LARGE) {
+      if (p == v.start && atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
+        size = (size_t)v.granules << TSLAB_GRANULE_SHIFT;
+    } else {
+      uint32_t idx = tslab_slot_index(v.start, v.recip, v.obj_size, v.capacity, p);
+      if (idx != UINT32_MAX && tslab_bits_live(v.bits, idx))
+        size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(&v, idx) : v.obj_size;
+    }
+    if (era) *era = v.era;
+  }
+  window_exit(a, tc);
+  return size;
 }
 
-static size_t run_usable(const tslab_run_t* r) {
-  if (atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_LARGE)
-    return (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-  return r->obj_size;
-}
-
-TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p) {
-  tslab_run_t* r = live_run(a, p);
-  return r ? run_usable(r) : 0;
-}
+TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p) { return live_size(a, p, NULL); }
 
 TSLAB_API tslab_epoch_t tslab_epoch_of(tslab_t* a, const void* p) {
-  tslab_run_t* r = live_run(a, p);
-  return r ? atomic_load_explicit(&r->era, memory_order_relaxed) : 0;
+  uint64_t era = 0;
+  return live_size(a, p, &era) ? era : 0;
 }
 
 TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
-  tslab_run_t* r = live_run(a, p);
-  if (!r) {
+  uint64_t era = 0;
+  size_t usable = live_size(a, p, &era);
+  if (!usable) {
     if (a) atomic_fetch_add_explicit(&a->invalid_frees, 1, memory_order_relaxed);
     tslab_set_error(a ? TSLAB_ERR_INVALID_POINTER : TSLAB_ERR_INVALID_ARGUMENT);
     return NULL;
   }
   if (size == 0 || size > a->config.max_alloc_size) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
-  size_t usable = run_usable(r);
-  /* Stay in place when the size still fits and at most half would go to waste. */
+  /* Stay in place when the size still fits and at most half would go to
+   * waste; an object of an epoch that accepts no allocations any more
+   * shrinks in place whatever the waste (the header's promise). */
   if (size <= usable && (size > usable / 2 || usable <= 16)) return p;
-  void* q = tslab_alloc(a, size, atomic_load_explicit(&r->era, memory_order_relaxed));
+  int status = tslab_epoch_reject_status(a, era);
+  if (status != TSLAB_OK) return size <= usable ? p : fail_alloc(a, status);
+  void* q = tslab_alloc(a, size, era);
   if (!q) return NULL;
   memcpy(q, p, size < usable ? size : usable);
   tslab_free(a, p);
@@ -418,26 +428,36 @@ TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
 
 /* ---- handles ---- */
 
+/* The object a handle names, if it is live: found and checked in a fenced
+ * window (section 4). */
 static void* handle_target(tslab_t* a, tslab_handle_t h) {
-  if (!a || h == 0 || (uint8_t)(h >> 56) != a->tag) return NULL;
-  uint16_t gen = (uint16_t)(h >> 40);
-  uint64_t g = (h >> 14) & ((1ull << 26) - 1);
-  uint32_t idx = (uint32_t)(h & ((1u << 14) - 1));
-  if (g >= a->ngranules) return NULL;
-  tslab_run_t* r = atomic_load_explicit(&a->map[g], memory_order_acquire);
-  if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT)) return NULL;
-  uint8_t kind = atomic_load_explicit(&r->kind, memory_order_acquire);
-  if (kind == TSLAB_RUN_LARGE) {
-    return idx == 0 && r->large_gen == gen &&
-                   atomic_load_explicit(&r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE
-               ? r->start
-               : NULL;
+  if (!a || h == 0) return NULL;
+  uint16_t gen = (uint16_t)((h >> (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) - a->gen_seed);
+  uintptr_t start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT;
+  uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
+  if (start - (uintptr_t)a->base >= a->reserve) return NULL;
+  tslab_tcache_t* tc = tslab_tcache_find(a);
+  window_enter(a, tc);
+  void* p = NULL;
+  tslab_run_view_t v;
+  if (tslab_run_view(a, (void*)start, &v) && (uintptr_t)v.start == start) {
+    if (v.kind == TSLAB_RUN_LARGE) {
+      if (idx == 0 && v.r->gen == gen &&
+          atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
+        p = v.start;
+    } else if (idx < v.capacity && tslab_bits_live(v.bits, idx)) {
+      bool match;
+      if (v.kind == TSLAB_RUN_BLOCK) {
+        match = v.r->gen == gen;
+      } else {
+        _Atomic uint16_t* gens = atomic_load_explicit(&v.r->gens, memory_order_acquire);
+        match = gens && atomic_load_explicit(&gens[idx], memory_order_relaxed) == gen;
+      }
+      if (match) p = v.start + (size_t)idx * v.obj_size;
+    }
   }
-  if (kind != TSLAB_RUN_SLAB || idx >= r->capacity) return NULL;
-  _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_acquire);
-  if (!gens || atomic_load_explicit(&gens[idx], memory_order_relaxed) != gen) return NULL;
-  if (!tslab_slab_is_live(r, idx)) return NULL;
-  return r->start + (size_t)idx * r->obj_size;
+  window_exit(a, tc);
+  return p;
 }
 
 TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h) {

@@ -52,6 +52,8 @@ SlabAllocator* slab_allocator_create(void) {
   tslab_config_init(&cfg);
   cfg.epoch_ring_size = SLAB_EPOCH_COUNT;
   cfg.advance_policy = TSLAB_ADVANCE_NEXT_SLOT;
+  /* The seed's statistics describe slabs per size class: no blocks. */
+  cfg.block_budget = 0;
   SlabAllocator* a = malloc(sizeof *a);
   if (a == NULL) {
     tslab_set_error(TSLAB_ERR_OUT_OF_MEMORY);

@@ -1,37 +1,32 @@
-/* Epochs: the ring of eras, advance and close (the close protocol of
- * docs/ARCHITECTURE.md section 6.1), labels, domain reference counts and the
+/* Epochs: the ring of eras, lock-free advance, close and free-all close
+ * (docs/ARCHITECTURE.md section 7), labels, domain reference counts and the
  * per-epoch counters folded in at close. */
-#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
 
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a) {
-  a->ring_bytes = (size_t)a->ring_size * sizeof(tslab_epoch_slot_t);
-  a->ring = (tslab_epoch_slot_t*)tslab_os_map(a->ring_bytes);
+  a->ring_bytes = (size_t)a->ring_size * (sizeof(tslab_epoch_word_t) + sizeof(tslab_epoch_slot_t));
+  a->ring = (tslab_epoch_word_t*)tslab_os_map(a->ring_bytes);
   if (!a->ring) return false;
-  for (uint32_t i = 0; i < a->ring_size; i++) a->ring[i].label_id = -1;
-  if (pthread_mutex_init(&a->epoch_mu, NULL) != 0) return false;
-  tslab_epoch_slot_t* es = &a->ring[1 & a->ring_mask];
+  a->slots = (tslab_epoch_slot_t*)(void*)(a->ring + a->ring_size);
+  for (uint32_t i = 0; i < a->ring_size; i++) a->slots[i].label_id = -1;
+  if (pthread_mutex_init(&a->label_mu, NULL) != 0) return false;
+  tslab_epoch_slot_t* es = &a->slots[1 & a->ring_mask];
   es->opened_ns = tslab_now_ns();
-  atomic_store(&es->state, TSLAB_STATE(1, TSLAB_EPOCH_ACTIVE));
+  atomic_store(&a->ring[1 & a->ring_mask].state, TSLAB_STATE(1, TSLAB_EPOCH_ACTIVE));
   atomic_store(&a->current, 1);
   atomic_store(&a->epochs_opened, 1);
   return true;
 }
 
-TSLAB_INTERNAL uint64_t tslab_epoch_state(tslab_t* a, uint64_t era) {
-  return atomic_load_explicit(&a->ring[era & a->ring_mask].state, memory_order_acquire);
-}
-
 /* Why an allocation in `era` is refused (TSLAB_OK if it is not). */
 TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era) {
-  if (era == 0 || era > atomic_load_explicit(&a->current, memory_order_acquire))
-    return TSLAB_ERR_EPOCH_UNKNOWN;
+  if (era == 0 || era > atomic_load_explicit(&a->current, memory_order_acquire)) return TSLAB_ERR_EPOCH_UNKNOWN;
   uint64_t st = tslab_epoch_state(a, era);
   uint64_t held = TSLAB_STATE_ERA(st);
   if (held > era) return TSLAB_ERR_EPOCH_STALE;
-  if (held < era) return TSLAB_ERR_EPOCH_UNKNOWN;
+  if (held < era || TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY) return TSLAB_ERR_EPOCH_UNKNOWN;
   return TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE ? TSLAB_OK : TSLAB_ERR_EPOCH_CLOSED;
 }
 
@@ -47,64 +42,99 @@ TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status) {
   atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-/* Closer: move a detached bin's counters into the instance's per-class
- * totals, and add them to the era's and the cache's sums, which the closer
- * applies once per close and once per cache. */
-TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
+static void counts_add(tslab_counts_t* c, uint64_t allocs, uint64_t frees, uint64_t xfrees, uint64_t slow) {
+  if (allocs) atomic_fetch_add_explicit(&c->allocs, allocs, memory_order_relaxed);
+  if (frees) atomic_fetch_add_explicit(&c->frees, frees, memory_order_relaxed);
+  if (xfrees) atomic_fetch_add_explicit(&c->xfrees, xfrees, memory_order_relaxed);
+  if (slow) atomic_fetch_add_explicit(&c->slow, slow, memory_order_relaxed);
+}
+
+/* Closer, under the cache's mutex: move a detached bin's counters into the
+ * cache's per-class totals and the era's sum (section 9). */
+TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
+                                         tslab_fold_t* sum) {
+  (void)a;
   uint64_t al, fr;
   tslab_bin_read(bin, &al, &fr);
   uint64_t xf = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
   uint64_t sl = atomic_load_explicit(&bin->slow, memory_order_relaxed);
   uint64_t size = tslab_classes[cls].size;
+  counts_add(&tc->folded[cls], al, fr, xf, sl);
   sum->allocs += al;
   sum->frees += fr;
   sum->xfrees += xf;
   sum->slow += sl;
   sum->alloc_bytes += al * size;
   sum->free_bytes += fr * size;
-  atomic_fetch_add_explicit(&a->ext_allocs[cls], al, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext_frees[cls], fr, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext_xfrees[cls], xf, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext_slow[cls], sl, memory_order_relaxed);
   atomic_store_explicit(&bin->taken, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->frees_reported, 0, memory_order_relaxed);
+  atomic_store_explicit(&bin->allocs_reported, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->frees, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->xfrees, 0, memory_order_relaxed);
   atomic_store_explicit(&bin->slow, 0, memory_order_relaxed);
 }
 
+TSLAB_INTERNAL void tslab_epoch_fold_blocks(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc,
+                                            tslab_fold_t* sum) {
+  (void)a;
+  uint64_t al = atomic_load_explicit(&sc->ballocs, memory_order_relaxed);
+  uint64_t fr = atomic_load_explicit(&sc->bfrees, memory_order_relaxed);
+  uint64_t xf = atomic_load_explicit(&sc->bxfrees, memory_order_relaxed);
+  uint64_t sl = atomic_load_explicit(&sc->bslow, memory_order_relaxed);
+  counts_add(&tc->folded[TSLAB_CLASSES], al, fr, xf, sl);
+  sum->allocs += al;
+  sum->frees += fr;
+  sum->xfrees += xf;
+  sum->slow += sl;
+  sum->alloc_bytes += atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
+  sum->free_bytes += atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed);
+  atomic_store_explicit(&sc->ballocs, 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->bfrees, 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->bxfrees, 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->bslow, 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->bbytes_alloc, 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->bbytes_free, 0, memory_order_relaxed);
+}
+
 /* ---- labels ---- */
 
 static int label_find_or_add(tslab_t* a, const char* name) {
-  for (uint32_t i = 0; i < a->nlabels; i++)
-    if (strcmp(a->labels[i].name, name) == 0) return (int)i;
-  if (a->nlabels < TSLAB_LABELS_MAX) {
-    tslab_label_entry_t* l = &a->labels[a->nlabels];
-    memcpy(l->name, name, strlen(name) + 1); /* name fits: it is a slot's label */
-    return (int)a->nlabels++;
+  pthread_mutex_lock(&a->label_mu);
+  uint32_t n = atomic_load_explicit(&a->nlabels, memory_order_relaxed);
+  int id = TSLAB_LABELS_MAX; /* "(other)" */
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(a->labels[i].name, name) == 0) id = (int)i;
+  if (id == TSLAB_LABELS_MAX && n < TSLAB_LABELS_MAX) {
+    memcpy(a->labels[n].name, name, strlen(name) + 1); /* fits: it is a slot's label */
+    atomic_store_explicit(&a->nlabels, n + 1, memory_order_release);
+    id = (int)n;
   }
-  return TSLAB_LABELS_MAX; /* "(other)" */
+  pthread_mutex_unlock(&a->label_mu);
+  return id;
 }
 
-/* An era leaves the ring: its counts go to its label's totals. Epoch mutex. */
+/* An era leaves the ring: its counts go to its label's totals. label_mu and
+ * the slot's mutex held. */
 static void retire_label(tslab_t* a, tslab_epoch_slot_t* es) {
-  if (es->label_id < 0) return;
   tslab_label_entry_t* l = &a->labels[es->label_id];
-  l->epochs++;
-  l->allocs += atomic_load(&es->allocs) + atomic_load(&es->large_allocs);
-  l->frees += atomic_load(&es->frees) + atomic_load(&es->large_frees);
-  l->xfrees += atomic_load(&es->xfrees);
-  l->slow += atomic_load(&es->slow);
-  l->alloc_bytes += atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
-  l->free_bytes += atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
+  atomic_fetch_add(&l->epochs, 1);
+  atomic_fetch_add(&l->allocs, atomic_load(&es->allocs) + atomic_load(&es->large_allocs));
+  atomic_fetch_add(&l->frees, atomic_load(&es->frees) + atomic_load(&es->large_frees));
+  atomic_fetch_add(&l->xfrees, atomic_load(&es->xfrees));
+  atomic_fetch_add(&l->slow, atomic_load(&es->slow));
+  atomic_fetch_add(&l->alloc_bytes, atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc));
+  atomic_fetch_add(&l->free_bytes, atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free));
 }
 
+/* The slot starts over for a new era (its mutex held, inflight zero). */
 static void slot_reset(tslab_epoch_slot_t* es) {
   es->label[0] = 0;
   es->label_id = -1;
   es->rss_before_close = es->rss_after_close = es->released_at_close = es->close_ns = 0;
   es->forced = false;
-  atomic_store(&es->refcount, 0);
+  es->refcount = 0;
+  atomic_store(&es->user, NULL);
+  atomic_store(&es->multi, 0);
   atomic_store(&es->allocs, 0);
   atomic_store(&es->frees, 0);
   atomic_store(&es->xfrees, 0);
@@ -113,8 +143,6 @@ static void slot_reset(tslab_epoch_slot_t* es) {
   atomic_store(&es->free_bytes, 0);
   atomic_store(&es->slabs, 0);
   atomic_store(&es->slab_bytes, 0);
-  atomic_store(&es->empty_runs, 0);
-  atomic_store(&es->empty_bytes, 0);
   atomic_store(&es->released_bytes, 0);
   atomic_store(&es->large_allocs, 0);
   atomic_store(&es->large_frees, 0);
@@ -124,72 +152,261 @@ static void slot_reset(tslab_epoch_slot_t* es) {
 
 /* ---- close ---- */
 
-/* Wait until a busy flag or counter is zero (section 6.1 step 3). */
-static void wait_quiescent(_Atomic uint64_t* busy) {
-  for (unsigned spins = 0; atomic_load_explicit(busy, memory_order_seq_cst); spins++) {
+/* Wait until a cache's window that was open when we looked has ended
+ * (7.3 step 3). */
+static void wait_window(_Atomic uint64_t* busy) {
+  uint64_t v = atomic_load_explicit(busy, memory_order_seq_cst);
+  if (!(v & 1)) return;
+  for (unsigned spins = 0; atomic_load_explicit(busy, memory_order_seq_cst) == v; spins++)
     if (spins > 64) sched_yield();
+}
+
+static void detach_cache(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era, tslab_run_t** detached,
+                         tslab_fold_t* sum) {
+  pthread_mutex_lock(&tc->mu);
+  tslab_tcache_detach_slot(a, tc, slot, era, detached, sum);
+  pthread_mutex_unlock(&tc->mu);
+}
+
+/* Step 2 or 3: take the era's runs from every cache that may hold them. */
+static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t** detached, tslab_fold_t* sum) {
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_epoch_slot_t* es = &a->slots[slot];
+  tslab_tcache_t* user = atomic_load_explicit(&es->user, memory_order_seq_cst);
+  bool multi = atomic_load_explicit(&es->multi, memory_order_seq_cst) != 0;
+  if (!multi && (!user || user == me)) {
+    if (user) detach_cache(a, user, slot, era, detached, sum);
+    return;
+  }
+  tslab_os_heavy_fence();
+  if (multi) {
+    for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) wait_window(&tc->busy);
+    for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+      detach_cache(a, tc, slot, era, detached, sum);
+  } else {
+    wait_window(&user->busy);
+    detach_cache(a, user, slot, era, detached, sum);
   }
 }
 
-/* Wait until no cache, and no cacheless thread, is in a busy window.
- * Registry mutex held. */
-static void wait_windows(tslab_t* a) {
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) wait_quiescent(&tc->busy);
-  wait_quiescent(&a->cacheless_busy);
-}
-
-/* Close `era`, whose slot currently holds it open. Epoch mutex held. */
-static void close_locked(tslab_t* a, uint64_t era, bool forced) {
-  uint32_t slot = (uint32_t)(era & a->ring_mask);
-  tslab_epoch_slot_t* es = &a->ring[slot];
-  uint64_t t0 = tslab_now_ns();
-  uint64_t released0 = atomic_load(&es->released_bytes);
-  es->rss_before_close = tslab_process_rss();
-  es->forced = forced;
-  atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSING), memory_order_seq_cst);
-  tslab_os_heavy_fence();
-  pthread_mutex_lock(&a->reg_mu);
-  wait_windows(a);
-  tslab_run_t* detached = NULL;
-  tslab_fold_t sum = {0};
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next)
-    tslab_tcache_detach_slot(a, tc, slot, era, &detached, &sum);
-  atomic_fetch_add_explicit(&es->allocs, sum.allocs, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->frees, sum.frees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->xfrees, sum.xfrees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->slow, sum.slow, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->alloc_bytes, sum.alloc_bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->free_bytes, sum.free_bytes, memory_order_relaxed);
-  /* Step 4b: frees that began after CLOSING may still be setting remote bits
-   * on these slabs; no slab is retired before their windows end. Such a free
-   * fences before reading the mode, so a plain fence suffices here. */
-  atomic_thread_fence(memory_order_seq_cst);
-  wait_windows(a);
-  pthread_mutex_unlock(&a->reg_mu);
+/* Runs detached with live objects join the era's detached list (linked before
+ * their live count is set, so a free that drains one finds it there); empty
+ * ones are returned: a drained block of the closer's own cache becomes its
+ * hot block, the others go to the heap in one batch. */
+static void settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t* detached) {
+  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   tslab_run_t* empty = NULL;
-  bool release = true;
   while (detached) {
     tslab_run_t* s = detached;
     detached = s->bin_next;
-    __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED); /* links are read by statistics (section 8) */
-    tslab_slab_detach_finish(a, s, s->detach_delta, &empty, &release);
+    __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED); /* links are read by statistics */
+    tslab_spin_lock(&es->mu);
+    s->era_prev = NULL;
+    s->era_next = es->detached;
+    if (es->detached) es->detached->era_prev = s;
+    es->detached = s;
+    s->in_era_list = 1;
+    tslab_spin_unlock(&es->mu);
+    if (!tslab_run_live_add(s, s->detach_delta)) continue;
+    bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
+    if (block && me && atomic_load_explicit(&s->creator, memory_order_relaxed) == me) {
+      tslab_spin_lock(&es->mu);
+      if (s->era_prev)
+        s->era_prev->era_next = s->era_next;
+      else
+        es->detached = s->era_next;
+      if (s->era_next) s->era_next->era_prev = s->era_prev;
+      s->in_era_list = 0;
+      tslab_spin_unlock(&es->mu);
+      if (tslab_block_keep(a, me, s)) {
+        atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&es->slab_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&a->cls_slabs[TSLAB_CLASSES], 1, memory_order_relaxed);
+        continue;
+      }
+    }
+    s->heap_next = empty;
+    empty = s;
   }
-  if (empty) tslab_heap_retire_list(a, empty, release);
-  if (a->config.release_policy != TSLAB_RELEASE_POOLED) tslab_heap_release_era(a, era);
-  es->rss_after_close = tslab_process_rss();
-  es->released_at_close = atomic_load(&es->released_bytes) - released0;
-  es->close_ns = tslab_now_ns() - t0;
-  atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
-  if (forced) atomic_fetch_add_explicit(&a->epochs_forced, 1, memory_order_relaxed);
+  tslab_runs_retire(a, empty);
 }
 
-TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e) {
+/* Free-all: end every object of the era's detached runs and spans. */
+static void end_objects(tslab_t* a, uint64_t era) {
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_epoch_slot_t* es = &a->slots[slot];
+  tslab_spin_lock(&es->mu);
+  tslab_run_t* list = NULL;
+  for (tslab_run_t *s = es->detached, *next; s; s = next) {
+    next = s->era_next;
+    if (atomic_load_explicit(&s->era, memory_order_relaxed) != era) continue;
+    if (s->era_prev)
+      s->era_prev->era_next = s->era_next;
+    else
+      es->detached = s->era_next;
+    if (s->era_next) s->era_next->era_prev = s->era_prev;
+    s->era_next = s->era_prev = NULL;
+    s->in_era_list = 0;
+    s->heap_next = list;
+    list = s;
+  }
+  tslab_spin_unlock(&es->mu);
+  uint64_t ended = 0, frees = 0, free_bytes = 0;
+  while (list) {
+    tslab_run_t* s = list;
+    list = s->heap_next;
+    bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
+    uint64_t live_bytes = block ? tslab_block_live_bytes(s) : 0;
+    uint64_t remote = 0;
+    uint64_t killed = tslab_run_kill(a, s, &remote);
+    ended += killed;
+    frees += remote;
+    free_bytes += block ? live_bytes : (killed + remote) * s->obj_size;
+    if (tslab_run_live_add(s, -(int64_t)(killed + remote))) tslab_run_retire(a, s);
+  }
+  atomic_fetch_add_explicit(&es->frees, ended + frees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->free_bytes, free_bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->ext[TSLAB_CLASSES].frees, ended + frees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->objects_ended, ended + tslab_large_kill_era(a, slot, era), memory_order_relaxed);
+}
+
+/* Close era e (and with free_all, end its objects). Returns the status of
+ * the call. */
+static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
+  _Atomic uint64_t* word = &a->ring[e & a->ring_mask].state;
+  tslab_epoch_slot_t* es = &a->slots[e & a->ring_mask];
+  bool was_closed;
+  for (unsigned spins = 0;; spins++) {
+    uint64_t st = atomic_load_explicit(word, memory_order_seq_cst);
+    if (TSLAB_STATE_ERA(st) != e || TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY) return tslab_epoch_reject_status(a, e);
+    uint32_t state = TSLAB_STATE_OF(st);
+    if (state == TSLAB_EPOCH_CLOSED && !free_all) return TSLAB_OK;
+    if (state == TSLAB_EPOCH_ACTIVE || state == TSLAB_EPOCH_CLOSED) {
+      if (atomic_compare_exchange_strong_explicit(word, &st, TSLAB_STATE(e, TSLAB_EPOCH_CLOSING),
+                                                  memory_order_seq_cst, memory_order_seq_cst)) {
+        was_closed = state == TSLAB_EPOCH_CLOSED;
+        break;
+      }
+      continue;
+    }
+    /* A close in progress: wait for it to finish (C3). */
+    if (spins > 64) sched_yield();
+  }
+  uint64_t t0 = tslab_now_ns();
+  tslab_tcache_t* me = tslab_tcache_find(a);
+  uint64_t released0 = atomic_load_explicit(&es->released_bytes, memory_order_relaxed);
+  if (!was_closed) {
+    tslab_run_t* detached = NULL;
+    tslab_fold_t sum = {0};
+    detach_users(a, e, me, &detached, &sum);
+    atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
+    atomic_fetch_add_explicit(&es->allocs, sum.allocs, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->frees, sum.frees, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->xfrees, sum.xfrees, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->slow, sum.slow, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->alloc_bytes, sum.alloc_bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->free_bytes, sum.free_bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
+    settle_detached(a, e, me, detached);
+    atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
+    if (forced) {
+      es->forced = true;
+      atomic_fetch_add_explicit(&a->epochs_forced, 1, memory_order_relaxed);
+    }
+  }
+  if (free_all) {
+    end_objects(a, e);
+    atomic_fetch_add_explicit(&a->epochs_freed_all, 1, memory_order_relaxed);
+  }
+  uint64_t released = atomic_load_explicit(&es->released_bytes, memory_order_relaxed) - released0;
+  es->released_at_close += released;
+  if (released) {
+    /* RSS is read only when the close returned memory: a close within the
+     * reserve makes no system call (7.3 step 6). */
+    es->rss_after_close = tslab_process_rss();
+    es->rss_before_close = es->rss_after_close + released;
+  }
+  es->close_ns = tslab_now_ns() - t0;
+  atomic_store_explicit(word, TSLAB_STATE(e, TSLAB_EPOCH_CLOSED), memory_order_seq_cst);
+  return TSLAB_OK;
+}
+
+static int close_checked(tslab_t* a, tslab_epoch_t e, bool free_all) {
   if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  pthread_mutex_lock(&a->epoch_mu);
   int status = tslab_epoch_reject_status(a, e);
-  if (status == TSLAB_OK) close_locked(a, e, false);
-  pthread_mutex_unlock(&a->epoch_mu);
-  return status == TSLAB_ERR_EPOCH_CLOSED ? TSLAB_OK : tslab_fail(status);
+  if (status != TSLAB_OK && status != TSLAB_ERR_EPOCH_CLOSED) return tslab_fail(status);
+  return tslab_fail(close_era(a, e, free_all, false));
+}
+
+TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e) { return close_checked(a, e, false); }
+
+TSLAB_API int tslab_epoch_free_all(tslab_t* a, tslab_epoch_t e) { return close_checked(a, e, true); }
+
+/* Fork child (7.6): a close in progress in a vanished thread is completed,
+ * an era a vanished thread was opening is marked closed (nobody knows its
+ * number), and non-owner frees of vanished threads no longer hold slots. */
+TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    tslab_epoch_slot_t* es = &a->slots[slot];
+    atomic_store(&es->inflight, 0);
+    uint64_t st = atomic_load(&a->ring[slot].state);
+    uint64_t era = TSLAB_STATE_ERA(st);
+    if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY && era) {
+      atomic_store(&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSED));
+    } else if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_CLOSING) {
+      tslab_run_t* detached = NULL;
+      tslab_fold_t sum = {0};
+      for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+        tslab_tcache_detach_slot(a, tc, slot, era, &detached, &sum);
+      atomic_fetch_add(&es->allocs, sum.allocs);
+      atomic_fetch_add(&es->frees, sum.frees);
+      atomic_fetch_add(&es->alloc_bytes, sum.alloc_bytes);
+      atomic_fetch_add(&es->free_bytes, sum.free_bytes);
+      settle_detached(a, era, NULL, detached);
+      atomic_store(&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSED));
+    }
+    uint64_t seq = atomic_load(&es->stat_seq);
+    if (seq & 1) atomic_store(&es->stat_seq, seq + 1);
+  }
+}
+
+/* ---- advance ---- */
+
+/* Whether a slot may take a new era: never used, or its era's close ended. */
+static bool claimable(uint64_t st) {
+  return TSLAB_STATE_OF(st) == TSLAB_EPOCH_CLOSED ||
+         (TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY && TSLAB_STATE_ERA(st) == 0);
+}
+
+/* The slot of era (claimed: its state is (era, EMPTY)) starts over and
+ * opens (7.1). */
+static void open_era(tslab_t* a, uint64_t era) {
+  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
+  /* Non-owner frees of the old era still writing its counters finish
+   * first; later ones see the new era and count elsewhere. */
+  for (unsigned spins = 0; atomic_load_explicit(&es->inflight, memory_order_seq_cst); spins++)
+    if (spins > 64) sched_yield();
+  /* The old era's label id cannot change any more (its slot names the new
+   * era), so reading it before taking the locks in order is safe. */
+  tslab_spin_lock(&es->mu);
+  bool labelled = es->label_id >= 0;
+  tslab_spin_unlock(&es->mu);
+  if (labelled) pthread_mutex_lock(&a->label_mu);
+  tslab_spin_lock(&es->mu);
+  atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
+  if (labelled) retire_label(a, es);
+  slot_reset(es);
+  es->opened_ns = tslab_now_ns();
+  atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
+  tslab_spin_unlock(&es->mu);
+  if (labelled) pthread_mutex_unlock(&a->label_mu);
+  atomic_store_explicit(&a->ring[era & a->ring_mask].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE),
+                        memory_order_seq_cst);
+  uint64_t cur = atomic_load_explicit(&a->current, memory_order_relaxed);
+  while (cur < era && !atomic_compare_exchange_weak_explicit(&a->current, &cur, era, memory_order_seq_cst,
+                                                             memory_order_relaxed)) {
+  }
+  atomic_fetch_add_explicit(&a->epochs_opened, 1, memory_order_relaxed);
 }
 
 TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
@@ -197,37 +414,42 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
     tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
     return 0;
   }
-  pthread_mutex_lock(&a->epoch_mu);
-  uint64_t era = atomic_load(&a->current) + 1;
-  if (a->config.advance_policy == TSLAB_ADVANCE_SKIP_OPEN) {
-    /* The first slot after the current one that holds no open era. */
-    for (uint32_t i = 0; i < a->ring_size; i++) {
-      if (TSLAB_STATE_OF(atomic_load(&a->ring[(era + i) & a->ring_mask].state)) != TSLAB_EPOCH_ACTIVE) {
-        era += i;
+  bool next_slot = a->config.advance_policy == TSLAB_ADVANCE_NEXT_SLOT;
+  for (;;) {
+    uint64_t cur = atomic_load_explicit(&a->current, memory_order_acquire);
+    uint64_t force = 0;
+    bool retry = false;
+    for (uint32_t i = 1; i <= a->ring_size && !retry; i++) {
+      uint64_t era = cur + i;
+      _Atomic uint64_t* word = &a->ring[era & a->ring_mask].state;
+      uint64_t st = atomic_load_explicit(word, memory_order_seq_cst);
+      if (TSLAB_STATE_ERA(st) >= era) {
+        retry = true; /* another advance got there first: read current again */
         break;
       }
+      if (claimable(st)) {
+        if (atomic_compare_exchange_strong_explicit(word, &st, TSLAB_STATE(era, TSLAB_EPOCH_EMPTY),
+                                                    memory_order_seq_cst, memory_order_seq_cst)) {
+          open_era(a, era);
+          return era;
+        }
+        retry = true;
+        break;
+      }
+      /* An open era (or one being opened or closed) holds the slot. */
+      if (i == 1) force = TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE ? TSLAB_STATE_ERA(st) : 0;
+      if (next_slot) break;
     }
+    if (retry) continue;
+    /* Every slot is open (or the next-slot policy found its slot open):
+     * close the era in the next slot first, counted as forced. A slot
+     * being opened or closed by someone else is waited for by trying
+     * again. */
+    if (force)
+      close_era(a, force, false, true);
+    else
+      sched_yield();
   }
-  tslab_epoch_slot_t* es = &a->ring[era & a->ring_mask];
-  uint64_t st = atomic_load(&es->state);
-  uint64_t old = TSLAB_STATE_ERA(st);
-  if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE) close_locked(a, old, true);
-  /* Hand the slot over in two steps. First it names the new era, not open
-   * yet, so no free counts into it for the old era any more (the heap
-   * checks the state under its mutex); then, once frees that saw the old
-   * era are done, its counters start from zero and the era opens. */
-  pthread_mutex_lock(&a->heap.mu);
-  atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_EMPTY), memory_order_seq_cst);
-  pthread_mutex_unlock(&a->heap.mu);
-  wait_quiescent(&a->closing_inflight);
-  if (old) retire_label(a, es);
-  slot_reset(es);
-  es->opened_ns = tslab_now_ns();
-  atomic_store_explicit(&es->state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), memory_order_seq_cst);
-  atomic_store_explicit(&a->current, era, memory_order_seq_cst);
-  atomic_fetch_add_explicit(&a->epochs_opened, 1, memory_order_relaxed);
-  pthread_mutex_unlock(&a->epoch_mu);
-  return era;
 }
 
 TSLAB_API tslab_epoch_t tslab_epoch_current(tslab_t* a) {
@@ -244,67 +466,92 @@ static int ring_status(tslab_t* a, uint64_t e) {
   return st == TSLAB_ERR_EPOCH_CLOSED ? TSLAB_OK : st;
 }
 
+/* Run fn on e's slot under its mutex if e is still in the ring: the check
+ * and the change are one step against a concurrent advance. */
+static int with_slot(tslab_t* a, tslab_epoch_t e, int (*fn)(tslab_epoch_slot_t*, void*), void* arg) {
+  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
+  tslab_epoch_slot_t* es = &a->slots[e & a->ring_mask];
+  tslab_spin_lock(&es->mu);
+  int st = ring_status(a, e);
+  if (st == TSLAB_OK) st = fn(es, arg);
+  tslab_spin_unlock(&es->mu);
+  return tslab_fail(st);
+}
+
+struct label_arg {
+  const char* label;
+  int id;
+  char* buf;
+  size_t cap;
+};
+
+static int set_label(tslab_epoch_slot_t* es, void* arg) {
+  struct label_arg* l = arg;
+  if (l->label && l->label[0]) {
+    strncpy(es->label, l->label, TSLAB_LABEL_MAX - 1);
+    es->label[TSLAB_LABEL_MAX - 1] = 0;
+    es->label_id = l->id;
+  } else {
+    es->label[0] = 0;
+    es->label_id = -1;
+  }
+  return TSLAB_OK;
+}
+
 TSLAB_API int tslab_epoch_set_label(tslab_t* a, tslab_epoch_t e, const char* label) {
   if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  pthread_mutex_lock(&a->epoch_mu);
-  int st = ring_status(a, e);
-  if (st == TSLAB_OK) {
-    tslab_epoch_slot_t* es = &a->ring[e & a->ring_mask];
-    if (label && label[0]) {
-      strncpy(es->label, label, TSLAB_LABEL_MAX - 1);
-      es->label[TSLAB_LABEL_MAX - 1] = 0;
-      es->label_id = label_find_or_add(a, es->label);
-    } else {
-      es->label[0] = 0;
-      es->label_id = -1;
-    }
+  struct label_arg l = {.label = label, .id = -1};
+  if (label && label[0]) {
+    char cut[TSLAB_LABEL_MAX];
+    strncpy(cut, label, TSLAB_LABEL_MAX - 1);
+    cut[TSLAB_LABEL_MAX - 1] = 0;
+    l.id = label_find_or_add(a, cut);
   }
-  pthread_mutex_unlock(&a->epoch_mu);
-  return tslab_fail(st);
+  return with_slot(a, e, set_label, &l);
+}
+
+static int get_label(tslab_epoch_slot_t* es, void* arg) {
+  struct label_arg* l = arg;
+  if (l->cap) {
+    strncpy(l->buf, es->label, l->cap - 1);
+    l->buf[l->cap - 1] = 0;
+  }
+  return TSLAB_OK;
 }
 
 TSLAB_API int tslab_epoch_get_label(tslab_t* a, tslab_epoch_t e, char* buf, size_t cap) {
   if (!a || (!buf && cap)) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  pthread_mutex_lock(&a->epoch_mu);
-  int st = ring_status(a, e);
-  if (st == TSLAB_OK && cap) {
-    strncpy(buf, a->ring[e & a->ring_mask].label, cap - 1);
-    buf[cap - 1] = 0;
-  }
-  pthread_mutex_unlock(&a->epoch_mu);
-  return tslab_fail(st);
+  struct label_arg l = {.buf = buf, .cap = cap};
+  return with_slot(a, e, get_label, &l);
 }
 
-/* Refcounts are changed under the epoch mutex so an era cannot leave the
- * ring between the check and the update. */
-TSLAB_API int tslab_epoch_ref(tslab_t* a, tslab_epoch_t e) {
-  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  pthread_mutex_lock(&a->epoch_mu);
-  int st = ring_status(a, e);
-  if (st == TSLAB_OK) atomic_fetch_add(&a->ring[e & a->ring_mask].refcount, 1);
-  pthread_mutex_unlock(&a->epoch_mu);
-  return tslab_fail(st);
+static int ref(tslab_epoch_slot_t* es, void* arg) {
+  (void)arg;
+  es->refcount++;
+  return TSLAB_OK;
 }
 
-TSLAB_API int tslab_epoch_unref(tslab_t* a, tslab_epoch_t e) {
-  if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  pthread_mutex_lock(&a->epoch_mu);
-  int st = ring_status(a, e);
-  if (st == TSLAB_OK) {
-    _Atomic int64_t* rc = &a->ring[e & a->ring_mask].refcount;
-    if (atomic_load(rc) <= 0)
-      st = TSLAB_ERR_INVALID_ARGUMENT;
-    else
-      atomic_fetch_sub(rc, 1);
-  }
-  pthread_mutex_unlock(&a->epoch_mu);
-  return tslab_fail(st);
+static int unref(tslab_epoch_slot_t* es, void* arg) {
+  (void)arg;
+  if (es->refcount <= 0) return TSLAB_ERR_INVALID_ARGUMENT;
+  es->refcount--;
+  return TSLAB_OK;
+}
+
+TSLAB_API int tslab_epoch_ref(tslab_t* a, tslab_epoch_t e) { return with_slot(a, e, ref, NULL); }
+TSLAB_API int tslab_epoch_unref(tslab_t* a, tslab_epoch_t e) { return with_slot(a, e, unref, NULL); }
+
+static int read_refcount(tslab_epoch_slot_t* es, void* arg) {
+  *(int64_t*)arg = es->refcount;
+  return TSLAB_OK;
 }
 
 TSLAB_API int64_t tslab_epoch_refcount(tslab_t* a, tslab_epoch_t e) {
+  int64_t rc = -1;
   if (!a) return -1;
-  pthread_mutex_lock(&a->epoch_mu);
-  int64_t rc = ring_status(a, e) == TSLAB_OK ? atomic_load(&a->ring[e & a->ring_mask].refcount) : -1;
-  pthread_mutex_unlock(&a->epoch_mu);
+  tslab_epoch_slot_t* es = &a->slots[e & a->ring_mask];
+  tslab_spin_lock(&es->mu);
+  if (ring_status(a, e) == TSLAB_OK) read_refcount(es, &rc);
+  tslab_spin_unlock(&es->mu);
   return rc;
 }

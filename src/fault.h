@@ -22,4 +22,13 @@ void tslab_fault_clear(void);
 /* How many faults were injected since the last tslab_fault_inject. */
 uint64_t tslab_fault_injected(void);
 
+/* Pause points for tests that must stop a thread at a precise place of a
+ * protocol (for example between validating a free and acting on it, to show
+ * that metadata is not reused under it). The hook runs on the thread that
+ * reaches the point; NULL (the default) turns it off. */
+enum tslab_hook_id {
+  TSLAB_HOOK_NONOWNER_VALIDATED = 1 /* a non-owner free validated its slot, before it acts */
+};
+void tslab_hook_set(void (*hook)(int point));
+
 #endif

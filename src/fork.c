@@ -1,26 +1,31 @@
 /* fork(): the child gets one thread, and every mutex and cache as they were
- * at the fork. Before forking, the forking thread takes every instance's
- * mutexes (in the documented order: live instances, epoch, registry, cache
- * mutexes, heap) so no structure they guard is half-updated, and waits a
- * little for other threads to leave their busy windows. In the child, caches
- * of threads that do not exist there are abandoned (the next thread adopts
- * them) and their busy flags cleared, so an epoch close cannot wait for a
- * thread that is gone. */
+ * at the fork (docs/ARCHITECTURE.md 7.6). Before forking, the forking thread
+ * takes every instance's locks in the documented order (live instances,
+ * labels, grace clock, registry, each cache's mutex, each era slot's lock,
+ * heap) so no structure they guard is half-updated, and waits a little for
+ * other threads to leave their busy windows. In the child, caches of threads
+ * that do not exist there are abandoned (the next thread adopts them), and
+ * what vanished threads left half-done is finished or rolled back: closes in
+ * progress are completed, eras being opened are marked closed, runs being
+ * formatted or released go back to the heap, detached runs get their live
+ * counts from their bits. The child passes tslab_check. */
 #include <sched.h>
 
 #include "internal.h"
 
 static void lock_instance(tslab_t* a) {
-  pthread_mutex_lock(&a->epoch_mu);
+  pthread_mutex_lock(&a->label_mu);
+  pthread_mutex_lock(&a->grace.mu);
   pthread_mutex_lock(&a->reg_mu);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) pthread_mutex_lock(&tc->mu);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) pthread_mutex_lock(&tc->mu);
+  for (uint32_t i = 0; i < a->ring_size; i++) tslab_spin_lock(&a->slots[i].mu);
   pthread_mutex_lock(&a->heap.mu);
   /* A thread still busy is either about to finish (a few instructions) or
-   * blocked on one of the mutexes held here, at a point where its cache's
+   * blocked on one of the locks held here, at a point where its cache's
    * lists are consistent. Give the first kind a moment. */
-  int budget = 100; /* yields for all caches together: fork stays fast */
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next)
-    while (budget > 0 && atomic_load_explicit(&tc->busy, memory_order_acquire)) {
+  int budget = 1000; /* yields for all caches together: fork stays fast */
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    while (budget > 0 && (atomic_load_explicit(&tc->busy, memory_order_acquire) & 1) && !tslab_tls_owns(tc)) {
       sched_yield();
       budget--;
     }
@@ -28,9 +33,11 @@ static void lock_instance(tslab_t* a) {
 
 static void unlock_instance(tslab_t* a) {
   pthread_mutex_unlock(&a->heap.mu);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) pthread_mutex_unlock(&tc->mu);
+  for (uint32_t i = a->ring_size; i-- > 0;) tslab_spin_unlock(&a->slots[i].mu);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) pthread_mutex_unlock(&tc->mu);
   pthread_mutex_unlock(&a->reg_mu);
-  pthread_mutex_unlock(&a->epoch_mu);
+  pthread_mutex_unlock(&a->grace.mu);
+  pthread_mutex_unlock(&a->label_mu);
 }
 
 static void prepare(void) {
@@ -43,19 +50,23 @@ static void parent(void) {
   tslab_live_unlock();
 }
 
+/* Child, single-threaded: finish or undo what vanished threads left. */
+static void repair(tslab_t* a) {
+  atomic_store(&a->cacheless_busy, 0);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    tslab_tcache_end_sections(a, tc);
+    if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);
+  }
+  tslab_heap_fork_repair(a);
+  tslab_epoch_fork_repair(a);
+  tslab_runs_fork_repair(a);
+}
+
 static void child(void) {
   for (size_t i = tslab_live_count(); i-- > 0;) {
     tslab_t* a = tslab_live_at(i);
-    atomic_store(&a->cacheless_busy, 0);
-    atomic_store(&a->closing_inflight, 0);
-    for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
-      atomic_store(&tc->busy, 0);
-      if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) {
-        tslab_tcache_end_sections(a, tc);
-        tslab_tcache_park_locked(a, tc);
-      }
-    }
     unlock_instance(a);
+    repair(a);
   }
   tslab_live_unlock();
 }

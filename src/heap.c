@@ -1,9 +1,10 @@
-/* The page heap: hands out runs of granules for slabs and large spans, keeps
- * recently emptied runs resident for reuse (the dirty pool), releases runs to
- * the OS by policy and at epoch close, and coalesces released runs. It also
- * owns the metadata region where run descriptors, slab bitmaps and handle
- * generation arrays live (docs/ARCHITECTURE.md section 4). All of it is
- * guarded by heap->mu; madvise runs outside the mutex. */
+/* The page heap: hands out runs of granules for slabs, blocks and large
+ * spans, keeps recently emptied runs resident for reuse (the dirty pool, part
+ * of the hot reserve), releases runs to the OS, and coalesces released runs.
+ * It also owns the metadata region where run descriptors, bitmaps and handle
+ * generation arrays live, and recycles them only after a grace period
+ * (docs/ARCHITECTURE.md sections 4 and 5). All of it is guarded by heap->mu;
+ * madvise runs outside the mutex. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,11 @@
 
 #include "internal.h"
 
-static size_t run_index(tslab_t* a, const tslab_run_t* r);
-
 /* ---- metadata region ---- */
 
 static void* meta_alloc(tslab_t* a, size_t bytes) {
   tslab_heap_t* h = &a->heap;
-  bytes = (bytes + 31) & ~(size_t)31;
+  bytes = (bytes + 63) & ~(size_t)63;
   if (h->meta_top + bytes > a->meta_reserve) return NULL;
   if (h->meta_top + bytes > h->meta_committed) {
     size_t want = (h->meta_top + bytes + TSLAB_COMMIT_STEP - 1) & ~(TSLAB_COMMIT_STEP - 1);
@@ -43,91 +42,104 @@ static void push_block(void** list, void* p) {
   *list = p;
 }
 
-/* A statistics reader may still load `usage` and the bin links of a
- * recycled descriptor through a pointer it read before (and then discards
- * what it read, docs/ARCHITECTURE.md section 8): those fields are cleared
- * with atomic stores, the rest with memset. */
-_Static_assert(offsetof(tslab_run_t, bin_prev) == offsetof(tslab_run_t, bin_next) + sizeof(tslab_run_t*) &&
-                   offsetof(tslab_run_t, notify_next) == offsetof(tslab_run_t, bin_prev) + sizeof(tslab_run_t*) &&
-                   offsetof(tslab_run_t, usage) < offsetof(tslab_run_t, bin_next),
-               "desc_new clears the fields around usage and the bin links");
+/* ---- descriptors ---- */
 
-static tslab_run_t* desc_new(tslab_t* a) {
-  tslab_run_t* r = (tslab_run_t*)pop_block((void**)&a->heap.free_descs);
-  if (!r) r = (tslab_run_t*)meta_alloc(a, sizeof(tslab_run_t));
-  if (!r) return NULL;
+/* Statistics readers may still load `usage` and the list links of a recycled
+ * descriptor through a pointer they read before (and then discard what they
+ * read, docs/ARCHITECTURE.md section 9): those fields are cleared with
+ * atomic stores. `seq` keeps counting across incarnations (G2). The
+ * descriptor's bitmaps and generations stay attached: the formatter reuses or
+ * swaps them. */
+static void desc_clear(tslab_run_t* r) {
+  _Atomic uint64_t* bits = r->bits;
+  _Atomic uint64_t* starts = r->starts;
+  _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_relaxed);
+  uint16_t cap = r->bits_cap;
+  uint32_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+  atomic_store_explicit(&r->usage, 0, memory_order_relaxed);
+  __atomic_store_n(&r->bin_next, NULL, __ATOMIC_RELAXED);
+  __atomic_store_n(&r->bin_prev, NULL, __ATOMIC_RELAXED);
   size_t usage = offsetof(tslab_run_t, usage), after_usage = usage + sizeof r->usage;
   size_t links = offsetof(tslab_run_t, bin_next), after_links = offsetof(tslab_run_t, notify_next);
   memset(r, 0, usage);
   memset((char*)r + after_usage, 0, links - after_usage);
   memset((char*)r + after_links, 0, sizeof *r - after_links);
-  atomic_store_explicit(&r->usage, 0, memory_order_relaxed);
-  __atomic_store_n(&r->bin_next, NULL, __ATOMIC_RELAXED);
-  __atomic_store_n(&r->bin_prev, NULL, __ATOMIC_RELAXED);
-  return r;
+  r->bits = bits;
+  r->bits_cap = cap;
+  r->starts = starts;
+  atomic_store_explicit(&r->gens, gens, memory_order_relaxed);
+  atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
 }
 
-static void desc_free(tslab_t* a, tslab_run_t* r) {
-  atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);
-  push_block((void**)&a->heap.free_descs, r);
+_Static_assert(offsetof(tslab_run_t, bin_prev) == offsetof(tslab_run_t, bin_next) + sizeof(tslab_run_t*) &&
+                   offsetof(tslab_run_t, notify_next) == offsetof(tslab_run_t, bin_prev) + sizeof(tslab_run_t*) &&
+                   offsetof(tslab_run_t, usage) < offsetof(tslab_run_t, bin_next),
+               "desc_clear keeps the fields around usage and the bin links");
+
+/* Give a descriptor's attached metadata back to the free lists (heap mutex;
+ * the descriptor has passed its grace period). */
+static void desc_strip(tslab_t* a, tslab_run_t* r) {
+  tslab_heap_t* h = &a->heap;
+  if (r->bits) push_block(&h->free_words[r->bits_cap], (void*)r->bits);
+  _Atomic uint64_t* starts = r->starts;
+  if (starts) push_block(&h->free_starts, (void*)starts);
+  _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_relaxed);
+  if (gens) push_block(&h->free_gens[(r->gens_cap + 63) / 64], (void*)gens);
+  r->bits = NULL;
+  r->bits_cap = 0;
+  r->starts = NULL;
+  atomic_store_explicit(&r->gens, NULL, memory_order_relaxed);
 }
 
-/* Bitmaps of a slab: `words` alloc words followed by `words` remote words. */
-static _Atomic uint64_t* bitmap_new(tslab_t* a, uint32_t words) {
-  void* p = pop_block(&a->heap.free_words[words]);
-  if (!p) p = meta_alloc(a, (size_t)words * 16);
-  return (_Atomic uint64_t*)p;
-}
-
-TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity) {
-  uint32_t idx = (capacity + 63) / 64;
-  pthread_mutex_lock(&a->heap.mu);
-  void* p = pop_block(&a->heap.free_gens[idx]);
-  if (!p) p = meta_alloc(a, (size_t)idx * 128);
-  pthread_mutex_unlock(&a->heap.mu);
-  return (_Atomic uint16_t*)p;
-}
-
-/* Give a retired run's bitmaps and generations back (heap mutex held), and
- * raise the generation base of its first granule past every generation a
- * handle into the run may hold, so no handle outlives the run. The bitmap
- * pointers stay: only a free racing with another free of the same pointer
- * (a data race in the program) can still reach them, and the blocks stay
- * mapped (their free-list link is in the alloc words, which no free
- * writes). */
-static void run_free_meta(tslab_t* a, tslab_run_t* r) {
-  _Atomic uint16_t* base = &a->gen_base[run_index(a, r)];
-  int kind = atomic_load_explicit(&r->kind, memory_order_relaxed);
-  if (kind == TSLAB_RUN_LARGE) atomic_store_explicit(base, (uint16_t)(r->large_gen + 1), memory_order_relaxed);
-  if (kind != TSLAB_RUN_SLAB) return;
-  push_block(&a->heap.free_words[r->words], (void*)r->alloc);
-  _Atomic uint16_t* g = atomic_load_explicit(&r->gens, memory_order_relaxed);
-  if (g) {
-    uint16_t next = atomic_load_explicit(base, memory_order_relaxed);
-    for (uint32_t i = 0; i < r->capacity; i++) {
-      uint16_t v = (uint16_t)(atomic_load_explicit(&g[i], memory_order_relaxed) + 1);
-      if ((int16_t)(v - next) > 0) next = v;
-    }
-    atomic_store_explicit(base, next, memory_order_relaxed);
-    push_block(&a->heap.free_gens[(r->capacity + 63) / 64], (void*)g);
-    atomic_store_explicit(&r->gens, NULL, memory_order_relaxed);
+/* Move every descriptor of limbo whose grace period has passed to the free
+ * lists. Limbo is in stamp order, so the first one still waiting stops the
+ * walk. */
+static void limbo_reclaim(tslab_t* a, const tslab_tcache_t* self) {
+  tslab_heap_t* h = &a->heap;
+  while (h->limbo_head && tslab_grace_passed(a, self, h->limbo_head->retired)) {
+    tslab_run_t* r = h->limbo_head;
+    h->limbo_head = r->heap_next;
+    if (!h->limbo_head) h->limbo_tail = NULL;
+    desc_strip(a, r);
+    push_block((void**)&h->free_descs, r);
   }
 }
 
-/* ---- run geometry ---- */
-
-static size_t run_index(tslab_t* a, const tslab_run_t* r) {
-  return (size_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT;
+/* A descriptor no longer in use whose readers may still be in their windows:
+ * it waits in limbo, untouched, until its grace period has passed. */
+static void desc_limbo(tslab_t* a, tslab_run_t* r) {
+  tslab_heap_t* h = &a->heap;
+  atomic_store_explicit(&r->kind, TSLAB_RUN_LIMBO, memory_order_release);
+  r->retired = tslab_grace_stamp(a);
+  r->heap_next = NULL;
+  if (h->limbo_tail)
+    h->limbo_tail->heap_next = r;
+  else
+    h->limbo_head = r;
+  h->limbo_tail = r;
 }
+
+static tslab_run_t* desc_new(tslab_t* a, const tslab_tcache_t* self) {
+  tslab_heap_t* h = &a->heap;
+  if (!h->free_descs) limbo_reclaim(a, self);
+  tslab_run_t* r = (tslab_run_t*)pop_block((void**)&h->free_descs);
+  if (!r) r = (tslab_run_t*)meta_alloc(a, sizeof(tslab_run_t));
+  if (!r) return NULL;
+  desc_clear(r);
+  return r;
+}
+
+/* ---- run geometry ---- */
 
 static void map_set(tslab_t* a, size_t g, tslab_run_t* r) {
   atomic_store_explicit(&a->map[g], r, memory_order_release);
 }
 
-/* Free runs only keep their first and last granule mapped (for coalescing);
- * readers check that a descriptor covers the address they asked about. */
+/* Free runs and runs in flight keep their first and last granule mapped (for
+ * coalescing and for the fork child's walk); readers check that a
+ * descriptor covers the address they asked about. */
 static void map_ends(tslab_t* a, tslab_run_t* r) {
-  size_t g = run_index(a, r);
+  size_t g = tslab_run_index(a, r);
   map_set(a, g, r);
   map_set(a, g + r->granules - 1, r);
 }
@@ -136,6 +148,17 @@ static uint32_t bin_of(size_t n) {
   if (n <= TSLAB_HEAP_EXACT) return (uint32_t)n - 1;
   uint32_t b = TSLAB_HEAP_EXACT + (63u - (uint32_t)__builtin_clzll(n)) - 6u;
   return b < TSLAB_HEAP_BINS ? b : TSLAB_HEAP_BINS - 1;
+}
+
+/* Change a free run's extent: inside `seq`, so a reader that reaches it
+ * through a stale map entry never pairs an old start with a new length. */
+static void set_extent(tslab_run_t* r, uint8_t* start, size_t granules) {
+  uint32_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
+  atomic_store_explicit(&r->seq, s | 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  r->start = start;
+  r->granules = (uint32_t)granules;
+  atomic_store_explicit(&r->seq, (s | 1) + 1, memory_order_release);
 }
 
 /* ---- clean runs ---- */
@@ -175,56 +198,37 @@ static tslab_run_t* clean_neighbour(tslab_t* a, size_t g, const uint8_t* must_st
   return n;
 }
 
-/* Insert a released run, merging it with released neighbours and giving the
- * top of the used range back to the bump region. */
+/* Insert a released run, merging it with released neighbours (merged-away
+ * descriptors go to limbo) and giving the top of the used range back to the
+ * bump region. */
 static void clean_insert(tslab_t* a, tslab_run_t* r) {
   tslab_heap_t* h = &a->heap;
-  size_t g = run_index(a, r);
+  size_t g = tslab_run_index(a, r);
   if (g > 0) {
     tslab_run_t* left = clean_neighbour(a, g - 1, NULL, r->start);
     if (left) {
       clean_unlink(a, left);
-      r->start = left->start;
-      r->granules += left->granules;
-      desc_free(a, left);
-      g = run_index(a, r);
+      set_extent(r, left->start, (size_t)r->granules + left->granules);
+      desc_limbo(a, left);
+      g = tslab_run_index(a, r);
     }
   }
   uint8_t* end = r->start + ((size_t)r->granules << TSLAB_GRANULE_SHIFT);
   tslab_run_t* right = clean_neighbour(a, g + r->granules, end, NULL);
   if (right) {
     clean_unlink(a, right);
-    r->granules += right->granules;
-    desc_free(a, right);
+    set_extent(r, r->start, (size_t)r->granules + right->granules);
+    desc_limbo(a, right);
   }
   if (g + r->granules == h->top) {
     h->top = g;
-    desc_free(a, r);
+    desc_limbo(a, r);
     return;
   }
   clean_link(a, r);
 }
 
 /* ---- dirty runs ---- */
-
-static tslab_epoch_slot_t* era_slot(tslab_t* a, uint64_t era) {
-  return &a->ring[era & a->ring_mask];
-}
-
-/* Dirty-run counts are charged to the era's slot while it still holds it
- * (heap mutex held; advance changes a slot's era under it). */
-static void dirty_account(tslab_t* a, tslab_run_t* r, int sign) {
-  tslab_epoch_slot_t* es = era_slot(a, r->last_era);
-  if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) != r->last_era) return;
-  size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-  if (sign > 0) {
-    atomic_fetch_add_explicit(&es->empty_runs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->empty_bytes, bytes, memory_order_relaxed);
-  } else {
-    atomic_fetch_sub_explicit(&es->empty_runs, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&es->empty_bytes, bytes, memory_order_relaxed);
-  }
-}
 
 static void dirty_link(tslab_t* a, tslab_run_t* r) {
   tslab_heap_t* h = &a->heap;
@@ -241,8 +245,9 @@ static void dirty_link(tslab_t* a, tslab_run_t* r) {
     h->lru_head = r;
   h->lru_tail = r;
   h->dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+  atomic_fetch_add_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
   atomic_store_explicit(&r->kind, TSLAB_RUN_FREE_DIRTY, memory_order_release);
-  dirty_account(a, r, +1);
+  map_ends(a, r);
 }
 
 static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
@@ -262,7 +267,7 @@ static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
     h->lru_tail = r->lru_prev;
   r->heap_next = r->heap_prev = r->lru_next = r->lru_prev = NULL;
   h->dirty_bytes -= (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-  dirty_account(a, r, -1);
+  atomic_fetch_sub_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
 }
 
 /* ---- releasing ---- */
@@ -274,10 +279,11 @@ static int by_address(const void* x, const void* y) {
 }
 
 /* madvise a batch of runs sorted by address, one call per contiguous range
- * (the slabs of one epoch are often neighbours); ok[i] tells each run's
- * fate. Called without the mutex. */
-static void release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
+ * (the runs of one epoch are often neighbours); ok[i] tells each run's
+ * fate. Called without the mutex. Returns the bytes released. */
+static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
   qsort(runs, n, sizeof *runs, by_address);
+  size_t released = 0;
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
     uint8_t* end = runs[i]->start + ((size_t)runs[i]->granules << TSLAB_GRANULE_SHIFT);
@@ -291,47 +297,46 @@ static void release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
       atomic_fetch_add_explicit(&a->release_calls, 1, memory_order_relaxed);
       atomic_fetch_add_explicit(&a->release_bytes, bytes, memory_order_relaxed);
       atomic_fetch_sub_explicit(&a->resident_bytes, bytes, memory_order_relaxed);
+      released += bytes;
     } else {
       atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
     }
     for (; i < j; i++) ok[i] = done;
   }
+  return released;
 }
 
-/* Release a chain of runs (linked through heap_next, already marked
- * RELEASING and out of every list) with the mutex dropped, then insert them
- * as clean runs; a run the OS refused to release stays resident as a dirty
- * run, to be tried again when the pool is trimmed. Called and returns with
- * the mutex held. */
-static void release_chain(tslab_t* a, tslab_run_t* chain) {
+/* Release a chain of runs (linked through heap_next, marked RELEASING and out
+ * of every list, their ends mapped so a fork child finds them) with the mutex
+ * dropped, then insert them as clean runs; a run the OS refused to release
+ * stays resident as a dirty run, to be tried again when the pool is trimmed.
+ * Called and returns with the mutex held. */
+static size_t release_chain(tslab_t* a, tslab_run_t* chain) {
   enum { BATCH = 64 };
+  size_t released = 0;
   while (chain) {
     tslab_run_t* runs[BATCH];
     bool ok[BATCH];
     size_t n = 0;
     for (; chain && n < BATCH; chain = chain->heap_next) runs[n++] = chain;
     pthread_mutex_unlock(&a->heap.mu);
-    release_batch(a, runs, n, ok);
+    released += release_batch(a, runs, n, ok);
     pthread_mutex_lock(&a->heap.mu);
     for (size_t i = 0; i < n; i++) {
       tslab_run_t* r = runs[i];
       r->heap_next = NULL;
-      if (ok[i]) {
-        /* Under the mutex: advance swaps a slot's era under it too. */
-        tslab_epoch_slot_t* es = era_slot(a, r->last_era);
-        if (TSLAB_STATE_ERA(atomic_load_explicit(&es->state, memory_order_relaxed)) == r->last_era)
-          atomic_fetch_add_explicit(&es->released_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT,
-                                    memory_order_relaxed);
+      if (ok[i])
         clean_insert(a, r);
-      } else {
+      else
         dirty_link(a, r);
-      }
     }
   }
+  return released;
 }
 
-static void mark_releasing(tslab_run_t* r, tslab_run_t** chain) {
+static void mark_releasing(tslab_t* a, tslab_run_t* r, tslab_run_t** chain) {
   atomic_store_explicit(&r->kind, TSLAB_RUN_RELEASING, memory_order_release);
+  map_ends(a, r);
   r->heap_next = *chain;
   *chain = r;
 }
@@ -342,51 +347,49 @@ static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain) {
   while (h->dirty_bytes > a->config.pool_resident_max && h->lru_head) {
     tslab_run_t* v = h->lru_head;
     dirty_unlink(a, v);
-    mark_releasing(v, &chain);
+    mark_releasing(a, v, &chain);
   }
   return chain;
 }
 
 /* ---- allocation ---- */
 
-static tslab_run_t* split_front(tslab_t* a, tslab_run_t* r, size_t n) {
+static tslab_run_t* split_front(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, size_t n) {
   /* r keeps the front n granules; the rest becomes a clean run of its own. */
   if (r->granules == n) return r;
-  tslab_run_t* rest = desc_new(a);
+  tslab_run_t* rest = desc_new(a, self);
   if (!rest) return NULL;
   rest->start = r->start + (n << TSLAB_GRANULE_SHIFT);
   rest->granules = r->granules - (uint32_t)n;
-  r->granules = (uint32_t)n;
+  set_extent(r, r->start, n);
   clean_link(a, rest);
   return r;
 }
 
 /* Best-fit clean run that can hold n granules aligned to align granules. */
-static tslab_run_t* take_clean(tslab_t* a, size_t n, size_t align) {
+static tslab_run_t* take_clean(tslab_t* a, const tslab_tcache_t* self, size_t n, size_t align) {
   tslab_heap_t* h = &a->heap;
   for (uint32_t b = bin_of(n); b < TSLAB_HEAP_BINS; b++) {
-    if (!(h->clean_mask[b >> 6] & (1ull << (b & 63)))) {
-      continue;
-    }
+    if (!(h->clean_mask[b >> 6] & (1ull << (b & 63)))) continue;
     for (tslab_run_t* r = h->clean[b]; r; r = r->heap_next) {
-      size_t g = run_index(a, r);
+      size_t g = tslab_run_index(a, r);
       size_t lead = (align - (g % align)) % align;
       if (r->granules < n + lead) continue;
       clean_unlink(a, r);
       if (lead) {
         /* Keep the unaligned lead as its own clean run. */
-        tslab_run_t* body = desc_new(a);
+        tslab_run_t* body = desc_new(a, self);
         if (!body) {
           clean_link(a, r);
           return NULL;
         }
         body->start = r->start + (lead << TSLAB_GRANULE_SHIFT);
         body->granules = r->granules - (uint32_t)lead;
-        r->granules = (uint32_t)lead;
+        set_extent(r, r->start, lead);
         clean_link(a, r);
         r = body;
       }
-      if (!split_front(a, r, n)) {
+      if (!split_front(a, self, r, n)) {
         clean_link(a, r);
         return NULL;
       }
@@ -396,7 +399,7 @@ static tslab_run_t* take_clean(tslab_t* a, size_t n, size_t align) {
   return NULL;
 }
 
-static tslab_run_t* take_top(tslab_t* a, size_t n, size_t align) {
+static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, size_t align) {
   tslab_heap_t* h = &a->heap;
   size_t lead = (align - (h->top % align)) % align;
   if (h->top + lead + n > a->ngranules) return NULL;
@@ -407,12 +410,12 @@ static tslab_run_t* take_top(tslab_t* a, size_t n, size_t align) {
     if (!tslab_os_commit(a->base + h->committed, want - h->committed)) return NULL;
     h->committed = want;
   }
-  tslab_run_t* r = desc_new(a);
+  tslab_run_t* r = desc_new(a, self);
   if (!r) return NULL;
   if (lead) {
-    tslab_run_t* gap = desc_new(a);
+    tslab_run_t* gap = desc_new(a, self);
     if (!gap) {
-      desc_free(a, r);
+      desc_limbo(a, r);
       return NULL;
     }
     gap->start = a->base + (h->top << TSLAB_GRANULE_SHIFT);
@@ -426,29 +429,51 @@ static tslab_run_t* take_top(tslab_t* a, size_t n, size_t align) {
   return r;
 }
 
-/* A run of n granules aligned to align granules, not yet published: the
- * caller formats it and maps it. NULL when memory runs out. */
-TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t n, size_t align) {
+/* The part of [lo, hi) of the used range not faulted in yet, extended to a
+ * whole populate step; the caller faults it in without the mutex. */
+static size_t populate_claim(tslab_t* a, size_t hi, size_t* from) {
+  tslab_heap_t* h = &a->heap;
+  if (hi <= h->populated) return 0;
+  size_t to = (hi + TSLAB_POPULATE_STEP - 1) & ~(TSLAB_POPULATE_STEP - 1);
+  if (to > h->committed) to = h->committed;
+  *from = h->populated;
+  h->populated = to;
+  return to - *from;
+}
+
+TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r) {
+  tslab_run_t* d = desc_new(a, self);
+  if (!d) return NULL;
+  d->start = r->start;
+  d->granules = r->granules;
+  atomic_store_explicit(&d->kind, TSLAB_RUN_NONE, memory_order_relaxed);
+  map_ends(a, d);
+  desc_limbo(a, r);
+  return d;
+}
+
+TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* self, size_t n, size_t align) {
   tslab_heap_t* h = &a->heap;
   if (align == 0) align = 1;
   if (n == 0 || n > UINT32_MAX || n > a->ngranules) return NULL;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* r = NULL;
+  bool was_dirty = false;
   /* Dirty bins up to TSLAB_HEAP_EXACT hold runs of exactly one length. */
   if (align == 1 && n <= TSLAB_HEAP_EXACT && h->dirty[n - 1]) {
     r = h->dirty[n - 1];
     dirty_unlink(a, r);
+    was_dirty = true;
   }
-  if (!r) r = take_clean(a, n, align);
+  if (!r) r = take_clean(a, self, n, align);
   /* Recycled: memory that served before, resident or released since
    * (released runs at the top merge back into the unused range). */
   bool recycled = r != NULL;
   if (!r) {
-    r = take_top(a, n, align);
+    r = take_top(a, self, n, align);
     recycled = r && h->top <= h->top_max;
   }
   if (h->top > h->top_max) h->top_max = h->top;
-  if (recycled) atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
   if (!r && h->lru_head) {
     /* Out of address space or commit: turn the dirty pool into clean runs
      * (which coalesce) and try once more. */
@@ -456,80 +481,213 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t n, size_t align)
     while (h->lru_head) {
       tslab_run_t* v = h->lru_head;
       dirty_unlink(a, v);
-      mark_releasing(v, &chain);
+      mark_releasing(a, v, &chain);
     }
     release_chain(a, chain);
-    r = take_clean(a, n, align);
-    if (!r) r = take_top(a, n, align);
+    r = take_clean(a, self, n, align);
+    if (!r) r = take_top(a, self, n, align);
   }
-  if (r && atomic_load_explicit(&r->kind, memory_order_relaxed) != TSLAB_RUN_FREE_DIRTY) {
-    atomic_fetch_add_explicit(&a->resident_bytes, (size_t)n << TSLAB_GRANULE_SHIFT,
-                              memory_order_relaxed);
+  size_t pop_from = 0, pop_bytes = 0;
+  if (r) {
+    if (recycled) atomic_fetch_add_explicit(&a->slabs_recycled, 1, memory_order_relaxed);
+    if (!was_dirty)
+      atomic_fetch_add_explicit(&a->resident_bytes, (size_t)n << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
+    /* A descriptor that served before is formatted again only after its
+     * grace period (G2); until then the run gets a fresh one. */
+    if (r->retired && !tslab_grace_passed(a, self, r->retired)) {
+      tslab_run_t* d = tslab_heap_fresh_desc(a, self, r);
+      if (!d) {
+        dirty_link(a, r);
+        r = NULL;
+      } else {
+        r = d;
+      }
+    }
   }
-  if (r) atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);
+  if (r) {
+    /* Odd: formatting. A reader that reaches the descriptor through a stale
+     * map entry rejects it until tslab_run_publish. Then the descriptor
+     * starts from scratch, its bitmaps still attached for the formatter. */
+    uint32_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    atomic_store_explicit(&r->seq, s | 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    uint8_t* start = r->start;
+    uint32_t granules = r->granules;
+    desc_clear(r);
+    r->start = start;
+    r->granules = granules;
+    atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);
+    map_ends(a, r);
+    if (!was_dirty)
+      pop_bytes = populate_claim(a, (size_t)(r->start - a->base) + ((size_t)n << TSLAB_GRANULE_SHIFT), &pop_from);
+  }
   pthread_mutex_unlock(&h->mu);
+  if (pop_bytes) tslab_os_populate(a->base + pop_from, pop_bytes);
   return r;
 }
 
-/* Give a run being formatted as a slab its two bitmaps. */
-TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words) {
-  pthread_mutex_lock(&a->heap.mu);
-  _Atomic uint64_t* bits = bitmap_new(a, words);
-  pthread_mutex_unlock(&a->heap.mu);
-  if (!bits) return false;
-  r->alloc = bits;
-  r->remote = bits + words;
-  return true;
+TSLAB_INTERNAL void tslab_run_publish(tslab_t* a, tslab_run_t* r, uint8_t kind) {
+  size_t g0 = tslab_run_index(a, r);
+  atomic_store_explicit(&r->kind, kind, memory_order_release);
+  atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1, memory_order_release);
+  if (kind == TSLAB_RUN_LARGE) {
+    map_ends(a, r);
+  } else {
+    for (size_t g = g0; g < g0 + r->granules; g++) map_set(a, g, r);
+  }
 }
 
-/* Take back a list of runs no longer in use (linked through heap_next). With
- * release (or when a run cannot stay in the dirty pool) their memory goes back
- * to the OS now, in as few calls as their addresses allow. */
-TSLAB_INTERNAL void tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release) {
+static _Atomic uint64_t* bitmap_new(tslab_t* a, uint32_t words) {
+  void* p = pop_block(&a->heap.free_words[words]);
+  if (!p) p = meta_alloc(a, (size_t)words * 16);
+  return (_Atomic uint64_t*)p;
+}
+
+TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words, bool starts) {
+  tslab_heap_t* h = &a->heap;
+  if (r->bits_cap == words && (!starts || r->starts)) return true;
+  pthread_mutex_lock(&h->mu);
+  bool ok = true;
+  if (r->bits_cap != words) {
+    if (r->bits) push_block(&h->free_words[r->bits_cap], (void*)r->bits);
+    r->bits = bitmap_new(a, words);
+    r->bits_cap = r->bits ? (uint16_t)words : 0;
+    ok = r->bits != NULL;
+  }
+  if (ok && starts && !r->starts) {
+    void* p = pop_block(&h->free_starts);
+    if (!p) p = meta_alloc(a, (TSLAB_BLOCK_WORDS + 1) * sizeof(uint64_t));
+    r->starts = (_Atomic uint64_t*)p;
+    ok = p != NULL;
+  }
+  pthread_mutex_unlock(&h->mu);
+  return ok;
+}
+
+TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity) {
+  uint32_t idx = (capacity + 63) / 64;
+  pthread_mutex_lock(&a->heap.mu);
+  void* p = pop_block(&a->heap.free_gens[idx]);
+  if (!p) p = meta_alloc(a, (size_t)idx * 128);
+  pthread_mutex_unlock(&a->heap.mu);
+  return (_Atomic uint16_t*)p;
+}
+
+/* Raise the generation base of a retired run's first granule past every
+ * generation a handle into it may hold, so no handle outlives the run. */
+static void raise_gen_base(tslab_t* a, tslab_run_t* r, uint8_t kind) {
+  _Atomic uint16_t* base = &a->gen_base[tslab_run_index(a, r)];
+  uint16_t next = atomic_load_explicit(base, memory_order_relaxed);
+  if (kind == TSLAB_RUN_LARGE || kind == TSLAB_RUN_BLOCK) {
+    uint16_t v = (uint16_t)(r->gen + 1);
+    if ((int16_t)(v - next) > 0) next = v;
+  }
+  _Atomic uint16_t* g = atomic_load_explicit(&r->gens, memory_order_relaxed);
+  if (kind == TSLAB_RUN_SLAB && g) {
+    for (uint32_t i = 0; i < r->capacity; i++) {
+      uint16_t v = (uint16_t)(atomic_load_explicit(&g[i], memory_order_relaxed) + 1);
+      if ((int16_t)(v - next) > 0) next = v;
+    }
+  }
+  atomic_store_explicit(base, next, memory_order_relaxed);
+}
+
+TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release) {
   tslab_heap_t* h = &a->heap;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* chain = NULL;
+  uint64_t stamp = tslab_grace_stamp(a);
   while (list) {
     tslab_run_t* r = list;
     list = r->heap_next;
     r->heap_next = NULL;
-    run_free_meta(a, r);
-    r->last_era = atomic_load_explicit(&r->era, memory_order_relaxed);
+    raise_gen_base(a, r, atomic_load_explicit(&r->kind, memory_order_relaxed));
+    r->retired = stamp;
+    size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
     if (!release && a->config.release_policy != TSLAB_RELEASE_EAGER && r->granules <= TSLAB_SLAB_MAX_GRANULES &&
-        a->config.pool_resident_max > 0)
+        h->dirty_bytes + bytes <= a->config.pool_resident_max)
       dirty_link(a, r);
     else
-      mark_releasing(r, &chain);
+      mark_releasing(a, r, &chain);
   }
   chain = evict_over_budget(a, chain);
-  release_chain(a, chain);
+  size_t released = release_chain(a, chain);
   pthread_mutex_unlock(&h->mu);
+  return released;
 }
 
-TSLAB_INTERNAL void tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release) {
+TSLAB_INTERNAL size_t tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release) {
   r->heap_next = NULL;
-  tslab_heap_retire_list(a, r, release);
+  return tslab_heap_retire_list(a, r, release);
 }
 
-/* Release every dirty run that last served `era` (epoch close). */
-TSLAB_INTERNAL void tslab_heap_release_era(tslab_t* a, uint64_t era) {
+TSLAB_INTERNAL size_t tslab_heap_release_pool(tslab_t* a) {
   tslab_heap_t* h = &a->heap;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* chain = NULL;
-  for (tslab_run_t* r = h->lru_head; r;) {
-    tslab_run_t* next = r->lru_next;
-    if (r->last_era == era) {
-      dirty_unlink(a, r);
-      mark_releasing(r, &chain);
-    }
-    r = next;
+  while (h->lru_head) {
+    tslab_run_t* v = h->lru_head;
+    dirty_unlink(a, v);
+    mark_releasing(a, v, &chain);
   }
-  release_chain(a, chain);
+  size_t released = release_chain(a, chain);
   pthread_mutex_unlock(&h->mu);
+  return released;
+}
+
+/* ---- spans of an era (free-all, docs/ARCHITECTURE.md 7.5) ---- */
+
+TSLAB_INTERNAL void tslab_heap_span_link(tslab_t* a, tslab_run_t* r, uint32_t slot) {
+  pthread_mutex_lock(&a->heap.mu);
+  r->era_prev = NULL;
+  r->era_next = a->heap.spans[slot];
+  if (r->era_next) r->era_next->era_prev = r;
+  a->heap.spans[slot] = r;
+  pthread_mutex_unlock(&a->heap.mu);
+}
+
+TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t slot) {
+  pthread_mutex_lock(&a->heap.mu);
+  if (r->era_prev)
+    r->era_prev->era_next = r->era_next;
+  else if (a->heap.spans[slot] == r)
+    a->heap.spans[slot] = r->era_next;
+  if (r->era_next) r->era_next->era_prev = r->era_prev;
+  r->era_next = r->era_prev = NULL;
+  pthread_mutex_unlock(&a->heap.mu);
 }
 
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a) {
-  return pthread_mutex_init(&a->heap.mu, NULL) == 0;
+  a->heap.spans = tslab_os_map((size_t)a->ring_size * sizeof(tslab_run_t*));
+  return a->heap.spans && pthread_mutex_init(&a->heap.mu, NULL) == 0;
+}
+
+TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a) {
+  tslab_os_unmap(a->heap.spans, (size_t)a->ring_size * sizeof(tslab_run_t*));
+  pthread_mutex_destroy(&a->heap.mu);
+}
+
+/* ---- fork ---- */
+
+/* Child (docs/ARCHITECTURE.md 7.6): runs a vanished thread was formatting
+ * (kind NONE), releasing (RELEASING) or publishing (seq odd) are finished or
+ * returned to the dirty pool. Single-threaded: no locks. */
+TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
+  tslab_heap_t* h = &a->heap;
+  for (size_t g = 0; g < h->top;) {
+    tslab_run_t* r = atomic_load(&a->map[g]);
+    if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT) || r->granules == 0) break;
+    uint8_t kind = atomic_load(&r->kind);
+    uint32_t seq = atomic_load(&r->seq);
+    if (seq & 1) atomic_store(&r->seq, seq + 1);
+    if (kind == TSLAB_RUN_NONE || kind == TSLAB_RUN_RELEASING) {
+      r->heap_next = NULL;
+      dirty_link(a, r);
+    } else if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK) {
+      for (size_t i = g; i < g + r->granules; i++) map_set(a, i, r);
+    }
+    g += r->granules;
+  }
 }
 
 /* ---- checking ---- */
@@ -560,6 +718,8 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
       if (bin_of(r->granules) != b) REPORT("clean run of %u granules in bin %u", r->granules, b);
     }
   }
+  for (tslab_run_t* r = h->limbo_head; r; r = r->heap_next)
+    if (atomic_load(&r->kind) != TSLAB_RUN_LIMBO) REPORT("limbo holds a descriptor of kind %d", (int)atomic_load(&r->kind));
   for (size_t g = 0; g < h->top;) {
     tslab_run_t* r = atomic_load(&a->map[g]);
     if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT) || r->granules == 0) {
@@ -567,12 +727,14 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
       break;
     }
     int kind = atomic_load(&r->kind);
-    if (kind == TSLAB_RUN_NONE || kind == TSLAB_RUN_RELEASING) REPORT("run at granule %zu has transient kind %d", g, kind);
+    if (kind == TSLAB_RUN_NONE || kind == TSLAB_RUN_RELEASING || kind == TSLAB_RUN_LIMBO)
+      REPORT("run at granule %zu has transient kind %d", g, kind);
+    if (atomic_load(&r->seq) & 1) REPORT("run at granule %zu is half formatted", g);
     tslab_run_t* last = atomic_load(&a->map[g + r->granules - 1]);
     if (last != r) REPORT("last granule of the run at %zu maps elsewhere", g);
-    if (kind == TSLAB_RUN_SLAB) {
+    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK || kind == TSLAB_RUN_RESERVED) {
       for (size_t i = g; i < g + r->granules; i++)
-        if (atomic_load(&a->map[i]) != r) REPORT("slab granule %zu maps elsewhere", i);
+        if (atomic_load(&a->map[i]) != r) REPORT("granule %zu of a run in use maps elsewhere", i);
     }
     g += r->granules;
   }

@@ -6,8 +6,6 @@
 #include "http.h"
 #include "internal.h"
 
-TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a);
-
 static _Atomic uint64_t next_id = 1;
 
 TSLAB_API void tslab_config_init(tslab_config_t* c) {
@@ -15,7 +13,9 @@ TSLAB_API void tslab_config_init(tslab_config_t* c) {
   memset(c, 0, sizeof *c);
   c->epoch_ring_size = 16;
   c->reserve_bytes = (size_t)64 << 30;
-  c->pool_resident_max = (size_t)4 << 20;
+  c->pool_resident_max = (size_t)1 << 20;
+  c->thread_reserve_max = (size_t)256 << 10;
+  c->block_budget = (size_t)1 << 20;
   c->max_alloc_size = (size_t)1 << 30;
   c->release_policy = TSLAB_RELEASE_ON_CLOSE;
   c->advance_policy = TSLAB_ADVANCE_SKIP_OPEN;
@@ -24,22 +24,22 @@ TSLAB_API void tslab_config_init(tslab_config_t* c) {
 static bool config_valid(const tslab_config_t* c) {
   uint32_t n = c->epoch_ring_size;
   if (n < 2 || n > TSLAB_RING_MAX || (n & (n - 1))) return false;
-  /* Handles hold a 26-bit granule index: at most 1 TiB of reservation. */
+  /* Handles hold a 36-bit granule address: the reservation must lie below
+   * 2^50, which every Linux user address does; its size is checked here. */
   if (c->reserve_bytes < ((size_t)4 << 20) || c->reserve_bytes > ((size_t)1 << 40)) return false;
   if (c->max_alloc_size == 0 || c->max_alloc_size > c->reserve_bytes / 2) return false;
-  if (c->advance_policy != TSLAB_ADVANCE_SKIP_OPEN && c->advance_policy != TSLAB_ADVANCE_NEXT_SLOT)
-    return false;
+  if (c->advance_policy != TSLAB_ADVANCE_SKIP_OPEN && c->advance_policy != TSLAB_ADVANCE_NEXT_SLOT) return false;
   return c->release_policy == TSLAB_RELEASE_ON_CLOSE || c->release_policy == TSLAB_RELEASE_EAGER ||
          c->release_policy == TSLAB_RELEASE_POOLED;
 }
 
 static void unmap_all(tslab_t* a) {
   tslab_tcache_destroy_all(a);
-  tslab_os_unmap(a->ring, a->ring_bytes);
+  if (a->ring) tslab_os_unmap(a->ring, a->ring_bytes);
   tslab_os_unmap(a->meta, a->meta_reserve);
   tslab_os_unmap((void*)a->map, a->map_bytes);
   tslab_os_unmap((void*)a->gen_base, a->ngranules * sizeof(uint16_t));
-  tslab_os_unmap(a->base, a->reserve);
+  tslab_os_unmap(a->mapping, a->mapping_bytes);
   tslab_os_unmap(a, sizeof *a);
 }
 
@@ -61,22 +61,27 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   }
   a->config = c;
   a->id = atomic_fetch_add(&next_id, 1);
-  a->tag = (uint8_t)(1 + a->id % 255);
+  a->fast_max = c.max_alloc_size < TSLAB_SMALL_MAX ? c.max_alloc_size : TSLAB_SMALL_MAX;
   a->ring_size = c.epoch_ring_size;
   a->ring_mask = c.epoch_ring_size - 1;
   a->ring_shift = (uint32_t)__builtin_ctz(c.epoch_ring_size);
   a->reserve = c.reserve_bytes;
   a->ngranules = a->reserve >> TSLAB_GRANULE_SHIFT;
   a->map_bytes = a->ngranules * sizeof(a->map[0]);
-  /* Descriptors are about 200 bytes per run, bitmaps at most 512 per slab. */
+  /* Descriptors are about 200 bytes per run, bitmaps at most 1.5 KiB per
+   * 64 KiB block. */
   a->meta_reserve = (a->ngranules * 1024 + TSLAB_COMMIT_STEP - 1) & ~(TSLAB_COMMIT_STEP - 1);
-  a->base = (uint8_t*)tslab_os_reserve(a->reserve);
+  a->base = (uint8_t*)tslab_os_reserve_aligned(a->reserve, TSLAB_RESERVE_ALIGN, &a->mapping, &a->mapping_bytes);
   a->meta = a->base ? (uint8_t*)tslab_os_reserve(a->meta_reserve) : NULL;
   a->map = a->meta ? (_Atomic(tslab_run_t*)*)tslab_os_map(a->map_bytes) : NULL;
   a->gen_base = a->map ? (_Atomic uint16_t*)tslab_os_map(a->ngranules * sizeof(uint16_t)) : NULL;
-  bool ok = a->gen_base && tslab_heap_init(a) && tslab_epochs_init(a) &&
+  bool ok = a->gen_base && tslab_grace_init(a) && tslab_heap_init(a) && tslab_epochs_init(a) &&
             pthread_mutex_init(&a->reg_mu, NULL) == 0;
   if (ok) {
+    /* Handle generations start from a value of this instance's own, so a
+     * handle of a destroyed instance whose range this one now occupies
+     * matches only by chance (1 in 65536). */
+    a->gen_seed = (uint16_t)tslab_os_random();
     strcpy(a->labels[TSLAB_LABELS_MAX].name, "(other)");
     ok = tslab_instance_register(a);
   }
@@ -93,8 +98,9 @@ TSLAB_API void tslab_destroy(tslab_t* a) {
   tslab_http_shutdown(a);
   tslab_tcache_forget_instance(a);
   pthread_mutex_destroy(&a->reg_mu);
-  pthread_mutex_destroy(&a->epoch_mu);
-  pthread_mutex_destroy(&a->heap.mu);
+  pthread_mutex_destroy(&a->label_mu);
+  tslab_heap_destroy(a);
+  tslab_grace_destroy(a);
   unmap_all(a);
 }
 
@@ -103,34 +109,32 @@ TSLAB_API void tslab_destroy(tslab_t* a) {
 TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
   if (report && cap) report[0] = 0;
   if (!a) return 1;
-  pthread_mutex_lock(&a->epoch_mu);
   size_t bad = tslab_heap_check(a, report, cap);
   bad += tslab_tcache_check(a, bad ? NULL : report, cap);
   pthread_mutex_lock(&a->heap.mu);
-  uint64_t slabs = 0;
+  uint64_t runs[TSLAB_CLASSES + 1] = {0}, spans = 0;
   for (size_t g = 0; g < a->heap.top;) {
     tslab_run_t* r = atomic_load(&a->map[g]);
     if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT)) break; /* reported by the heap check */
     int kind = atomic_load(&r->kind);
-    if (kind == TSLAB_RUN_SLAB) {
-      size_t n = tslab_slab_check(a, r, bad ? NULL : report, cap);
-      bad += n;
-      slabs++;
+    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK) {
+      bad += tslab_slab_check(a, r, bad ? NULL : report, cap);
+      runs[kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : r->cls]++;
     } else if (kind == TSLAB_RUN_LARGE) {
-      slabs++;
+      spans++;
     }
     g += r->granules;
   }
-  uint64_t counted = 0;
-  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) counted += atomic_load(&a->cls_slabs[c]);
-  uint64_t large = atomic_load(&a->large_allocs) - atomic_load(&a->large_frees);
-  counted += atomic_load(&a->spare_slabs);
-  if (counted + large != slabs) {
-    if (bad++ == 0 && report && cap)
-      snprintf(report, cap, "slab counters say %llu, the heap holds %llu",
-               (unsigned long long)(counted + large), (unsigned long long)slabs);
+  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
+    uint64_t counted = atomic_load(&a->cls_slabs[c]);
+    if (counted != runs[c] && bad++ == 0 && report && cap)
+      snprintf(report, cap, "%s %u: counters say %llu runs, the heap holds %llu", c == TSLAB_CLASSES ? "blocks" : "class",
+               c, (unsigned long long)counted, (unsigned long long)runs[c]);
   }
+  uint64_t large = atomic_load(&a->large_allocs) - atomic_load(&a->large_frees);
+  if (large != spans && bad++ == 0 && report && cap)
+    snprintf(report, cap, "span counters say %llu, the heap holds %llu", (unsigned long long)large,
+             (unsigned long long)spans);
   pthread_mutex_unlock(&a->heap.mu);
-  pthread_mutex_unlock(&a->epoch_mu);
   return bad;
 }

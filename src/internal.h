@@ -5,6 +5,7 @@
 #define TSLAB_INTERNAL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,11 +19,6 @@
 
 #ifndef TSLAB_COUNTERS
 #define TSLAB_COUNTERS 1
-#endif
-#if TSLAB_COUNTERS
-#define TSLAB_COUNT(field, n) ((field) += (n))
-#else
-#define TSLAB_COUNT(field, n) ((void)0)
 #endif
 
 #ifdef TSLAB_DEBUG
@@ -39,13 +35,27 @@
 #define TSLAB_GRANULE_SHIFT 14
 #define TSLAB_GRANULE ((size_t)1 << TSLAB_GRANULE_SHIFT) /* 16 KiB */
 #define TSLAB_COMMIT_STEP ((size_t)4 << 20)
+#define TSLAB_POPULATE_STEP ((size_t)256 << 10)
+#define TSLAB_RESERVE_ALIGN ((size_t)2 << 20)
 #define TSLAB_SMALL_MAX 32768u
 #define TSLAB_CLASSES 80u            /* 8..64 step 8, then 8 per power of two to 32 KiB */
 #define TSLAB_SLAB_MAX_GRANULES 16u
 #define TSLAB_MAX_SLOTS 2048u        /* objects per slab, at most */
-#define TSLAB_MAX_WORDS (TSLAB_MAX_SLOTS / 64u)
 #define TSLAB_RING_MAX 256u
 #define TSLAB_MAX_ALIGNMENT ((size_t)1 << 20)
+
+/* Blocks (docs/ARCHITECTURE.md 3.4): 64 KiB of mixed-size objects of one
+ * era, in 16-byte units. */
+#define TSLAB_BLOCK_GRANULES 4u
+#define TSLAB_BLOCK_BYTES ((size_t)TSLAB_BLOCK_GRANULES << TSLAB_GRANULE_SHIFT)
+#define TSLAB_UNIT_SHIFT 4
+#define TSLAB_BLOCK_UNITS ((uint32_t)(TSLAB_BLOCK_BYTES >> TSLAB_UNIT_SHIFT))
+#define TSLAB_BLOCK_WORDS (TSLAB_BLOCK_UNITS / 64u)
+#define TSLAB_BLOCK_OBJ_MAX ((size_t)16 << 10) /* larger objects go to slabs and spans */
+/* A run's bitmap words, at most (a block's; a slab has at most 32). */
+#define TSLAB_MAX_WORDS TSLAB_BLOCK_WORDS
+/* Handles: slot (unit) index bits. */
+#define TSLAB_HANDLE_SLOT_BITS 12
 
 typedef struct tslab_class_info {
   uint32_t size;      /* object size */
@@ -69,76 +79,114 @@ static inline uint32_t tslab_class_of(size_t size) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Runs: slabs, large spans, free runs                                       */
+/* Runs: slabs, blocks, large spans, free runs                               */
 /* ------------------------------------------------------------------------- */
 
 enum tslab_run_kind {
-  TSLAB_RUN_NONE = 0,
+  TSLAB_RUN_NONE = 0,       /* in the hands of the heap or a formatter */
   TSLAB_RUN_FREE_DIRTY = 1, /* free, pages may be resident */
   TSLAB_RUN_FREE_CLEAN = 2, /* free, released to the OS */
-  TSLAB_RUN_RELEASING = 3,  /* leaving the heap mutex to be madvised */
+  TSLAB_RUN_RELEASING = 3,  /* out of the heap's lists to be madvised */
   TSLAB_RUN_SLAB = 4,
-  TSLAB_RUN_LARGE = 5
+  TSLAB_RUN_LARGE = 5,
+  TSLAB_RUN_BLOCK = 6,
+  TSLAB_RUN_RESERVED = 7,   /* a drained block in a thread's hot reserve */
+  TSLAB_RUN_LIMBO = 8       /* a descriptor waiting for a grace period */
 };
 
 enum tslab_slab_mode { TSLAB_ATTACHED = 0, TSLAB_DETACHED = 1 };
 enum tslab_notify { TSLAB_NOTIFY_NONE = 0, TSLAB_NOTIFY_ARMED = 1, TSLAB_NOTIFY_QUEUED = 2 };
-enum tslab_bin_list { TSLAB_LIST_NONE = 0, TSLAB_LIST_CUR, TSLAB_LIST_READY, TSLAB_LIST_PARKED, TSLAB_LIST_SPARE };
+enum tslab_bin_list {
+  TSLAB_LIST_NONE = 0,
+  TSLAB_LIST_CUR,     /* a bin's current slab, a slot's bumping block */
+  TSLAB_LIST_READY,
+  TSLAB_LIST_PARKED,
+  TSLAB_LIST_FULL     /* a block that stopped bumping, still attached */
+};
 enum tslab_large_state { TSLAB_LARGE_LIVE = 1, TSLAB_LARGE_FREED = 2 };
 
 typedef struct tslab_tcache tslab_tcache_t;
 typedef struct tslab_run tslab_run_t;
+struct tslab_bin;
 
 struct tslab_run {
-  /* Written by the formatter before the run is published in map[]. */
+  /* Line 0: everything the free fast path reads. The geometry is written by
+   * the formatter inside `seq` (docs/ARCHITECTURE.md section 4). */
   uint8_t* start;
-  uint32_t granules;
-  _Atomic uint8_t kind;       /* enum tslab_run_kind; heap mutex writes */
-  uint8_t cls;
-  uint16_t words;
-  uint32_t obj_size;
-  uint32_t capacity;
   uint64_t recip;
+  uint32_t obj_size;          /* blocks: the 16-byte unit */
+  uint32_t capacity;          /* slots (blocks: units) */
   _Atomic uint64_t era;
-
-  /* Slab ownership (docs/ARCHITECTURE.md section 3). */
   _Atomic(tslab_tcache_t*) owner;
+  _Atomic uint64_t* bits;     /* word pairs: [2w] alloc, [2w + 1] remote */
+  /* Bits 0-15: used, the slots handed out or set aside less those freed
+   * (blocks: biased, 3.4). Bits 16-63: local frees not yet added to the
+   * bin's `frees` (section 9). Owner writes (one add per local free), the
+   * closer at detach; statistics read it. */
+  _Atomic uint64_t usage;
+  struct tslab_bin* bin;      /* owner only: the bin holding a slab; NULL for blocks */
+
+  /* Line 1 on. */
+  _Atomic uint32_t seq;       /* odd while the geometry is written */
+  uint32_t granules;
+  _Atomic uint8_t kind;       /* enum tslab_run_kind */
+  uint8_t cls;                /* blocks: TSLAB_CLASSES */
+  uint8_t list;               /* owner only: enum tslab_bin_list */
+  uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
+  uint16_t words;
+  uint16_t gen;               /* blocks and spans: handle generation */
+  uint16_t bits_cap;          /* word pairs of the attached bitmap block */
+  uint32_t gens_cap;          /* slots of the attached generation array */
   _Atomic uint32_t mode;
   _Atomic uint32_t notify;
-  /* Bits 0-15: used, the slots handed out or set aside less those freed.
-   * Bits 16-63: local frees not yet added to the bin's `frees` (section 8).
-   * The owner writes it (one add per local free), the closer at detach;
-   * statistics read it. */
-  _Atomic uint64_t usage;
   uint32_t hint;              /* owner only: where the next word scan starts */
-  uint8_t list;               /* owner only: enum tslab_bin_list */
-  struct tslab_bin* bin;      /* owner only: the bin holding the slab */
+  uint32_t bumped;            /* blocks: units handed out, once bumping stopped */
   _Atomic int64_t live;       /* detached accounting */
-  int64_t detach_delta;       /* the closer's, between steps 4a and 4b */
-  _Atomic uint64_t* alloc;    /* words bitmap words each */
-  _Atomic uint64_t* remote;
-  _Atomic(_Atomic uint16_t*) gens;
-  /* Ready / parked list: the owner writes (relaxed atomic stores), the
-   * closer at detach; statistics walk the ready list. */
+  _Atomic uint64_t* starts;   /* blocks: object start bits */
+  _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
+  /* The cache that formatted the run; kept after a detach, to tell
+   * cross-thread frees apart. */
+  _Atomic(tslab_tcache_t*) creator;
+  _Atomic uint32_t large_state;
+  uint32_t depth;             /* hot reserve: spare blocks below this one */
+  int64_t detach_delta;       /* the closer's, between detach and live */
+
+  /* Ready / parked / full lists: the owner writes (relaxed atomic stores),
+   * the closer at detach; statistics walk them. */
   tslab_run_t* bin_next;
   tslab_run_t* bin_prev;
   tslab_run_t* notify_next;   /* owner cache's mutex */
   tslab_run_t* notify_prev;
-
-  /* The cache that formatted the slab or created the span; kept after a
-   * detach, to tell cross-thread frees apart. */
-  _Atomic(tslab_tcache_t*) creator;
-  /* Large spans. */
-  _Atomic uint32_t large_state;
-  uint16_t large_gen;
+  tslab_run_t* era_next;      /* era slot's detached list, or the heap's span list */
+  tslab_run_t* era_prev;
 
   /* Heap links (heap mutex). */
   tslab_run_t* heap_next;
   tslab_run_t* heap_prev;
   tslab_run_t* lru_next;
   tslab_run_t* lru_prev;
-  uint64_t last_era;          /* dirty runs: the era they last served */
+  uint64_t retired;           /* grace stamp of the retirement (section 4) */
 };
+
+/* ------------------------------------------------------------------------- */
+/* Grace periods (src/grace.c, docs/ARCHITECTURE.md section 4)               */
+/* ------------------------------------------------------------------------- */
+
+typedef struct tslab_grace_wait {
+  _Atomic uint64_t* busy;
+  uint64_t seen;              /* the odd value read at the seal */
+} tslab_grace_wait_t;
+
+typedef struct tslab_grace {
+  pthread_mutex_t mu;         /* seals and polls */
+  _Atomic uint64_t gen;       /* stamp of what is retired now */
+  _Atomic uint64_t done;      /* every stamp below this has passed */
+  uint64_t sealed;            /* the generation a pending seal waits for, 0 = none */
+  bool cacheless_seen;        /* the pending seal saw non-owner windows without a cache */
+  tslab_grace_wait_t* waits;  /* windows the pending seal waits for (mu) */
+  size_t nwaits, cap;
+  size_t waits_bytes;
+} tslab_grace_t;
 
 /* ------------------------------------------------------------------------- */
 /* Thread caches                                                             */
@@ -157,52 +205,85 @@ typedef struct tslab_bin {
   uint32_t size;              /* object size of the class */
   uint32_t cls;
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
-  /* Counters of this (slot, class) for `era`: the owner writes them, the
-   * closer when it folds the bin. */
+  /* Counters of this (slot, class) for the slot's era: the owner writes
+   * them, the closer when it folds the bin. */
   _Atomic uint64_t frees;
   /* Cold. */
   _Atomic uint64_t taken;     /* slots set aside, less those dropped unused */
-  /* Odd while the owner changes `taken`, `mask`, `cur` or the ready list,
-   * or moves pending frees into `frees`, so that a reader never pairs one's
-   * old value with another's new one. */
+  /* Odd while the owner changes `cur` or the ready list, or moves pending
+   * frees into `frees`, so that a reader never pairs one's old value with
+   * another's new one. */
   _Atomic uint64_t seq;
-  /* The highest frees count a reader reported (readers hold the registry mutex). */
-  _Atomic uint64_t frees_reported;
   tslab_run_t* ready;         /* links: owner writes (relaxed atomic); statistics walk */
   tslab_run_t* parked;
-  _Atomic uint64_t era;       /* era of the slabs and counters, 0 = none; owner and closer write */
   _Atomic uint64_t xfrees;
   _Atomic uint64_t slow;
+  /* The highest counts a reader reported (readers serialise on the
+   * cache's stat lock), so counts never go backwards. */
+  _Atomic uint64_t frees_reported, allocs_reported;
 } __attribute__((aligned(128))) tslab_bin_t;
 
+/* Per ring slot state of a thread cache: the bump state of the slot's era
+ * (3.4) and which bins count for it. */
+typedef struct tslab_slot_cache {
+  /* Hot: the bump fast path (owner only). top == end when there is no
+   * block: the fast path's compare fails without a special case. */
+  uint8_t* top;
+  uint8_t* end;
+  uint8_t* base;
+  _Atomic uint64_t* bits;
+  _Atomic uint64_t* starts;
+  tslab_run_t* blk;           /* the bumping block, or NULL */
+  /* Cold. The era the slot's bins and blocks count for, 0 = none: the
+   * owner sets it (registering as a user of the era, 7.2), the closer
+   * resets it. */
+  _Atomic uint64_t era;
+  size_t budget;              /* block bytes this cache may still bump for era */
+  tslab_run_t* full;          /* blocks that stopped bumping (links: bin_next) */
+  uint64_t classes[2];        /* bins that count for era */
+  /* Block counters of the era: frees folded from blocks' pending counts,
+   * allocations of blocks that left `blk` and `full`, slow paths. */
+  _Atomic uint64_t bfrees, bxfrees, ballocs, bslow;
+  _Atomic uint64_t bbytes_alloc, bbytes_free;
+  _Atomic uint64_t seq;       /* like a bin's */
+} __attribute__((aligned(64))) tslab_slot_cache_t;
+
+/* Cumulative counters of a cache (or of the instance, for threads without a
+ * cache). Owner adds on slow paths and closers fold into them, under the
+ * cache's stat lock and `stat_seq`. */
+typedef struct tslab_counts {
+  _Atomic uint64_t allocs, frees, xfrees, slow;
+} tslab_counts_t;
+
 struct tslab_tcache {
-  _Atomic uint64_t busy;      /* owner writes; closers read (section 5) */
+  _Atomic uint64_t busy;      /* owner writes: odd inside a window (section 6) */
   /* The attached thread's id (tslab_thread_id), 0 while abandoned; written
    * under the registry mutex, read by the free fast path. */
   _Atomic uintptr_t tid;
   tslab_t* inst;
-  pthread_mutex_t mu;         /* notify list, detach */
+  tslab_slot_cache_t* slots;  /* ring_size entries, after the bins in the mapping */
+  pthread_mutex_t mu;         /* notify list, detach, folds (and their stat_seq) */
   tslab_run_t* notify_head;   /* mu */
   _Atomic uint32_t notify_pending;
-  tslab_tcache_t* reg_next;   /* registry mutex */
-  tslab_tcache_t* abandoned_next;
+  _Atomic(tslab_tcache_t*) reg_next; /* registry: append-only, walked lock-free */
+  tslab_tcache_t* abandoned_next;    /* registry mutex */
   size_t bytes;               /* size of this mapping */
-  /* Per ring slot, the classes whose bins count for the slot's era: the
-   * owner sets bits when a bin takes an era; the closer (owner quiescent)
-   * visits and clears only those. Lives after the bins in the mapping. */
-  uint64_t (*slot_classes)[2];
-  /* Pooled policy: empty slabs by class, reused by this cache without the
-   * heap (mutex; heads also read without it as a hint). */
-  _Atomic(tslab_run_t*) spare[TSLAB_CLASSES];
-  size_t spare_bytes;         /* mu */
-  /* This thread's counts of closed eras, folded in by closers (atomic add,
-   * closers are serialised by the epoch mutex; the owner only reads). */
-  _Atomic uint64_t folded_allocs, folded_frees, folded_xfrees, folded_slow;
+  /* Hot reserve (section 5): one drained block and a stack of spares. The
+   * owner takes and gives with atomic exchanges / CAS; any thread may steal
+   * all with an exchange (tslab_reserve_release). */
+  _Atomic(tslab_run_t*) hot;
+  _Atomic(tslab_run_t*) spares;
+  /* Statistics: counts of closed eras per class and for blocks (index
+   * TSLAB_CLASSES), folded in by closers under `mu` (readers hold it too),
+   * and frees this thread made in closed eras (atomic adds). */
+  tslab_counts_t folded[TSLAB_CLASSES + 1];
+  /* Counts at adoption: a thread's own counts start there (registry mutex). */
+  tslab_stats_thread_t adopted;
   tslab_bin_t bins[];         /* ring_size * TSLAB_CLASSES */
 };
 
 /* Counters of detached bins, summed by a closer before it adds them to the
- * era's slot and the caches' totals. */
+ * era's slot. */
 typedef struct tslab_fold {
   uint64_t allocs, frees, xfrees, slow, alloc_bytes, free_bytes;
 } tslab_fold_t;
@@ -215,32 +296,48 @@ enum { TSLAB_STATE_BITS = 2 };
 #define TSLAB_STATE(era, st) (((uint64_t)(era) << TSLAB_STATE_BITS) | (uint64_t)(st))
 #define TSLAB_STATE_ERA(w) ((w) >> TSLAB_STATE_BITS)
 #define TSLAB_STATE_OF(w) ((uint32_t)((w) & 3u))
+/* Internal states beyond the public EMPTY / ACTIVE / CLOSING: CLOSING is a
+ * close in progress, CLOSED a finished one (both public CLOSING). */
+#define TSLAB_EPOCH_CLOSED 3u
 
-/* 256-byte slots: the fast path indexes the ring with a shift. */
-typedef struct __attribute__((aligned(256))) tslab_epoch_slot {
-  _Atomic uint64_t state;             /* epoch mutex writes (seq_cst); lock-free reads */
-  _Atomic int64_t refcount;
-  /* Below: epoch mutex, except the atomics. */
+/* The ring's state words, one cache line each: the fast paths index it with
+ * a shift. */
+typedef struct __attribute__((aligned(64))) tslab_epoch_state_word {
+  _Atomic uint64_t state;     /* CAS only (section 7) */
+} tslab_epoch_word_t;
+
+typedef struct tslab_epoch_slot {
+  /* Users of the era (7.2). */
+  _Atomic(tslab_tcache_t*) user;
+  _Atomic uint32_t multi;
+  /* Non-owner frees of a non-active era writing its counters (7.4). */
+  _Atomic uint32_t inflight;
+  /* Refcount, label, detached list, and the reset when the slot takes a new
+   * era: under `mu` (a spin lock; held for a handful of stores). */
+  _Atomic uint32_t mu;
+  int64_t refcount;
   char label[TSLAB_LABEL_MAX];
-  int label_id;                       /* index in the label registry, -1 = none */
+  int label_id;               /* index in the label registry, -1 = none */
+  tslab_run_t* detached;      /* runs detached with live objects */
   uint64_t opened_ns;
   uint64_t rss_before_close, rss_after_close, released_at_close, close_ns;
   bool forced;
-  /* Counts folded from thread caches at close, and frees after detach. */
+  /* Odd while a closer folds bins into the counters below or advance
+   * retires them into a label (readers of the era retry). */
+  _Atomic uint64_t stat_seq;
+  /* Counts folded from thread caches at close, and non-owner frees. */
   _Atomic uint64_t allocs, frees, xfrees, slow;
   _Atomic uint64_t alloc_bytes, free_bytes;
-  _Atomic uint64_t slabs;             /* slabs and spans of the era in use */
+  _Atomic uint64_t slabs;             /* slabs, blocks and spans of the era in use */
   _Atomic uint64_t slab_bytes;
-  _Atomic uint64_t empty_runs;        /* dirty pool runs last used by the era */
-  _Atomic uint64_t empty_bytes;
   _Atomic uint64_t released_bytes;    /* total released for the era */
   _Atomic uint64_t large_allocs, large_frees, large_bytes_alloc, large_bytes_free;
 } tslab_epoch_slot_t;
 
 typedef struct tslab_label_entry {
   char name[TSLAB_LABEL_MAX];
-  /* Totals of eras that left the ring (epoch mutex). */
-  uint64_t epochs, allocs, frees, xfrees, slow, alloc_bytes, free_bytes;
+  /* Totals of eras that left the ring (atomic adds by advance). */
+  _Atomic uint64_t epochs, allocs, frees, xfrees, slow, alloc_bytes, free_bytes;
 } tslab_label_entry_t;
 
 /* ------------------------------------------------------------------------- */
@@ -261,12 +358,18 @@ typedef struct tslab_heap {
   size_t top;                         /* granules handed out from the start */
   size_t top_max;                     /* highest top so far */
   size_t committed;                   /* bytes made usable */
-  /* Descriptor and bitmap storage (metadata region). */
+  size_t populated;                   /* bytes below which the range was faulted in */
+  /* Descriptor and bitmap storage (metadata region). Free lists hold only
+   * what has passed a grace period; limbo holds the rest, oldest first. */
   tslab_run_t* free_descs;
-  void* free_words[TSLAB_MAX_WORDS * 2 + 1]; /* by word count */
+  void* free_words[TSLAB_MAX_WORDS + 1]; /* bitmap blocks by word count */
+  void* free_starts;                  /* block start bitmaps */
   void* free_gens[TSLAB_MAX_SLOTS / 64 + 1]; /* by slot count / 64 */
+  tslab_run_t* limbo_head;
+  tslab_run_t* limbo_tail;
   size_t meta_top;
   size_t meta_committed;
+  tslab_run_t** spans;                /* per ring slot: live spans of its era (era links) */
 } tslab_heap_t;
 
 /* ------------------------------------------------------------------------- */
@@ -275,51 +378,55 @@ typedef struct tslab_heap {
 
 struct tslab {
   uint64_t id;                        /* unique per process, never reused */
-  uint8_t tag;                        /* id's low byte, stamped in handles */
   uint32_t ring_size, ring_mask, ring_shift;
+  /* Requests the allocation fast path may serve: 1..fast_max bytes
+   * (TSLAB_SMALL_MAX, or max_alloc_size when that is smaller). */
+  size_t fast_max;
   tslab_config_t config;
-  uint8_t* base;                      /* reservation */
+  uint8_t* base;                      /* reservation, 2 MiB aligned */
   size_t reserve;
   size_t ngranules;
   _Atomic(tslab_run_t*)* map;         /* per granule */
   _Atomic uint16_t* gen_base;         /* per granule: first handle generation of a run
                                          starting there (heap mutex writes) */
+  uint16_t gen_seed;                  /* added to every handle generation (section 8) */
   size_t map_bytes;
   uint8_t* meta;                      /* metadata region */
   size_t meta_reserve;
+  void* mapping;                      /* what tslab_os_reserve returned for the range */
+  size_t mapping_bytes;
 
   tslab_heap_t heap;
+  tslab_grace_t grace;
 
-  pthread_mutex_t epoch_mu;           /* advance, close, labels */
-  _Atomic uint64_t current;
-  tslab_epoch_slot_t* ring;
+  tslab_epoch_word_t* ring;           /* state words */
+  tslab_epoch_slot_t* slots;          /* the rest of each ring slot */
   size_t ring_bytes;
+  _Atomic uint64_t current;
+  pthread_mutex_t label_mu;           /* the label registry */
   tslab_label_entry_t labels[TSLAB_LABELS_MAX + 1]; /* last: "(other)" */
-  uint32_t nlabels;
+  _Atomic uint32_t nlabels;
 
-  pthread_mutex_t reg_mu;             /* cache registry */
-  tslab_tcache_t* caches;
+  pthread_mutex_t reg_mu;             /* cache registry: creation, adoption */
+  _Atomic(tslab_tcache_t*) caches;    /* append-only list, read lock-free */
   tslab_tcache_t* abandoned;
   _Atomic uint64_t ncaches, nattached;
 
   /* Instance-wide counters for what no thread cache can count. */
   _Atomic uint64_t invalid_frees;
   _Atomic uint64_t fail_closed, fail_stale, fail_unknown, fail_size, fail_oom;
-  _Atomic uint64_t ext_allocs[TSLAB_CLASSES], ext_frees[TSLAB_CLASSES],
-      ext_xfrees[TSLAB_CLASSES], ext_slow[TSLAB_CLASSES];
+  tslab_counts_t ext[TSLAB_CLASSES + 1];
   _Atomic uint64_t large_allocs, large_frees, large_xfrees, large_bytes_live;
-  /* Frees by threads without a cache: the closer waits for this to be 0
-   * like for a cache's busy flag (read-modify-writes give the fence). */
+  /* Non-owner windows of threads without a cache (sections 4, 6): the
+   * closer and the grace clock wait for zero (read-modify-writes give the
+   * fence). */
   _Atomic uint64_t cacheless_busy;
-  /* Frees writing to an era's slot while the era is not active: advance
-   * waits for zero before it resets a slot for a newer era. */
-  _Atomic uint64_t closing_inflight;
   _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
-  _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
-  _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced;
-  _Atomic uint64_t resident_bytes;    /* runs handed out or dirty, not released */
-  _Atomic uint64_t spare_slabs;       /* empty slabs kept by caches (pooled policy) */
-  _Atomic uint64_t clean_bytes;
+  _Atomic uint64_t blocks_created, blocks_reused;
+  _Atomic uint64_t cls_slabs[TSLAB_CLASSES + 1];
+  _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced, epochs_freed_all, objects_ended;
+  _Atomic uint64_t resident_bytes;    /* runs handed out, in a reserve or dirty, not released */
+  _Atomic uint64_t reserve_bytes;     /* the hot reserve (section 5) */
   _Atomic uint64_t meta_bytes;
 
   /* Slow-path sampling. */
@@ -328,6 +435,45 @@ struct tslab {
 
   void* http;                         /* owned by src/http.c */
 };
+
+/* ------------------------------------------------------------------------- */
+/* Counting into an era's slot                                               */
+/* ------------------------------------------------------------------------- */
+
+static inline uint64_t tslab_epoch_state(tslab_t* a, uint64_t era) {
+  return atomic_load_explicit(&a->ring[era & a->ring_mask].state, memory_order_seq_cst);
+}
+static inline bool tslab_era_active(tslab_t* a, uint64_t era) {
+  return tslab_epoch_state(a, era) == TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE);
+}
+
+/* Counting into the slot of an era that may no longer be active (7.4): the
+ * slot's inflight count keeps advance from resetting it meanwhile. Returns
+ * the slot while it still names the era (then call ..._exit), else NULL. */
+static inline tslab_epoch_slot_t* tslab_era_count_enter(tslab_t* a, uint64_t era) {
+  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
+  atomic_fetch_add_explicit(&es->inflight, 1, memory_order_seq_cst);
+  if (TSLAB_STATE_ERA(tslab_epoch_state(a, era)) == era) return es;
+  atomic_fetch_sub_explicit(&es->inflight, 1, memory_order_release);
+  return NULL;
+}
+static inline void tslab_era_count_exit(tslab_epoch_slot_t* es) {
+  atomic_fetch_sub_explicit(&es->inflight, 1, memory_order_release);
+}
+/* Runs and bytes of runs the era holds. */
+static inline void tslab_era_count_run(tslab_t* a, uint64_t era, int64_t runs, int64_t bytes) {
+  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
+  if (!es) return;
+  atomic_fetch_add_explicit(&es->slabs, (uint64_t)runs, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->slab_bytes, (uint64_t)bytes, memory_order_relaxed);
+  tslab_era_count_exit(es);
+}
+static inline void tslab_era_count_released(tslab_t* a, uint64_t era, size_t bytes) {
+  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
+  if (!es) return;
+  atomic_fetch_add_explicit(&es->released_bytes, bytes, memory_order_relaxed);
+  tslab_era_count_exit(es);
+}
 
 /* ------------------------------------------------------------------------- */
 /* Cross-file internal functions                                             */
@@ -340,14 +486,17 @@ TSLAB_INTERNAL int tslab_fail(int status);
 
 /* os.c */
 TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes);
+TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t bytes, size_t align, void** mapping, size_t* mapping_bytes);
 TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
 TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
+TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes);
 TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes);
 TSLAB_INTERNAL void* tslab_os_map(size_t bytes); /* readable zeroed memory */
 TSLAB_INTERNAL void tslab_os_heavy_fence(void);
 TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void);
+TSLAB_INTERNAL uint64_t tslab_os_random(void);
 
-/* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 5): a
+/* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 7.3): a
  * compiler barrier; the heavy side makes every running thread fence. Without
  * membarrier, x86 still gets that from a TLB shootdown (an interrupt on each
  * CPU); other architectures invalidate TLBs without interrupting, so there
@@ -378,69 +527,156 @@ TSLAB_INTERNAL extern __thread char tslab_thread_tag;
 static inline uintptr_t tslab_thread_id(void) { return (uintptr_t)&tslab_thread_tag; }
 #endif
 
+/* A small spin lock for sections of a few stores (era slots). */
+static inline void tslab_spin_lock(_Atomic uint32_t* l) {
+  for (unsigned spins = 0;; spins++) {
+    uint32_t expected = 0;
+    if (atomic_compare_exchange_weak_explicit(l, &expected, 1, memory_order_acquire, memory_order_relaxed))
+      return;
+    if (spins > 64) sched_yield();
+  }
+}
+static inline void tslab_spin_unlock(_Atomic uint32_t* l) { atomic_store_explicit(l, 0, memory_order_release); }
+
+/* grace.c */
+TSLAB_INTERNAL bool tslab_grace_init(tslab_t* a);
+TSLAB_INTERNAL void tslab_grace_destroy(tslab_t* a);
+/* The stamp of metadata retired now; the retirement's stores come first
+ * (the fence orders them before the seal that will cover the stamp). */
+static inline uint64_t tslab_grace_stamp(tslab_t* a) {
+  atomic_thread_fence(memory_order_seq_cst);
+  return atomic_load_explicit(&a->grace.gen, memory_order_seq_cst);
+}
+/* Whether everything stamped `stamp` may be reused now; polls (without
+ * blocking) when it is not yet known to be. */
+TSLAB_INTERNAL bool tslab_grace_passed(tslab_t* a, const tslab_tcache_t* self, uint64_t stamp);
+
 /* heap.c */
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a);
-TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, size_t granules, size_t align_granules);
-TSLAB_INTERNAL void tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release);
-TSLAB_INTERNAL void tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release);
-TSLAB_INTERNAL void tslab_heap_release_era(tslab_t* a, uint64_t era);
-TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words);
+TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a);
+/* A run of n granules aligned to `align` granules, kind NONE, its
+ * descriptor fresh or past its grace period and its `seq` odd: the caller
+ * formats it and publishes it with tslab_run_publish. */
+TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* self, size_t granules,
+                                             size_t align_granules);
+/* Give the run bitmaps for `words` words (and start bits), keeping the
+ * ones it has when they fit; false when metadata runs out. */
+TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words, bool starts);
 TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity);
+/* Swap r's descriptor for a fresh one (heap mutex; r goes to limbo): the
+ * caller is about to format a run whose descriptor has not passed its grace
+ * period. */
+TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r);
+TSLAB_INTERNAL void tslab_run_publish(tslab_t* a, tslab_run_t* r, uint8_t kind);
+/* Take back empty runs (linked through heap_next): into the dirty pool while
+ * it has room and `release` is false, else released to the OS in as few
+ * calls as their addresses allow. Returns the bytes released. */
+TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release);
+TSLAB_INTERNAL size_t tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release);
+/* Release the dirty pool (tslab_reserve_release). */
+TSLAB_INTERNAL size_t tslab_heap_release_pool(tslab_t* a);
+TSLAB_INTERNAL void tslab_heap_span_link(tslab_t* a, tslab_run_t* r, uint32_t slot);
+TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t slot);
 TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap);
 
+static inline size_t tslab_run_index(tslab_t* a, const tslab_run_t* r) {
+  return (size_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT;
+}
+
+/* The run holding p according to map[], for the run's owner: the owner's
+ * runs never change under it (docs/ARCHITECTURE.md G3), so no validation
+ * beyond the range check. */
 static inline tslab_run_t* tslab_run_of(tslab_t* a, const void* p) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
   if (unlikely(off >= a->reserve)) return NULL;
   tslab_run_t* r = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-  /* A stale map entry may name a recycled descriptor: the range check decides. */
   if (!r || (uintptr_t)p - (uintptr_t)r->start >= ((uintptr_t)r->granules << TSLAB_GRANULE_SHIFT))
     return NULL;
   return r;
 }
 
+/* A consistent view of the run of p for a non-owner, in a fenced window
+ * (section 4): the descriptor is read under its `seq`, and the copy below is
+ * what the caller acts on. */
+typedef struct tslab_run_view {
+  tslab_run_t* r;
+  uint8_t kind;
+  uint8_t cls;
+  uint32_t obj_size, capacity, words, granules;
+  uint64_t recip;
+  uint8_t* start;
+  uint64_t era;
+  _Atomic uint64_t* bits;
+  _Atomic uint64_t* starts;
+} tslab_run_view_t;
+TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* v);
+
 /* slab.c */
 TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era);
-TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_run_t* s, tslab_t* a);
+TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL bool tslab_slab_free_remote(tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL bool tslab_slab_free_closing(tslab_t* a, tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL int64_t tslab_slab_detach(tslab_t* a, tslab_run_t* s);
-TSLAB_INTERNAL void tslab_slab_detach_finish(tslab_t* a, tslab_run_t* s, int64_t delta, tslab_run_t** empty,
-                                             bool* release);
-TSLAB_INTERNAL void tslab_slab_retire(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* v, uint32_t idx, bool* notified);
+TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* remote_frees);
+TSLAB_INTERNAL bool tslab_run_live_add(tslab_run_t* s, int64_t delta);
+TSLAB_INTERNAL void tslab_run_retire(tslab_t* a, tslab_run_t* s);
+TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 
-/* Slot of p in slab s, or UINT32_MAX when p is not the start of a slot. */
-static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
-  uint64_t off = (uint64_t)((const uint8_t*)p - s->start);
-  uint32_t idx = (uint32_t)((off * s->recip) >> 40);
-  if (unlikely((uint64_t)idx * s->obj_size != off || idx >= s->capacity)) return UINT32_MAX;
+/* Slot of p in run s, or UINT32_MAX when p is not the start of a slot. */
+static inline uint32_t tslab_slot_index(const uint8_t* start, uint64_t recip, uint32_t size, uint32_t capacity,
+                                        const void* p) {
+  uint64_t off = (uint64_t)((const uint8_t*)p - start);
+  uint32_t idx = (uint32_t)((off * recip) >> 40);
+  if (unlikely((uint64_t)idx * size != off || idx >= capacity)) return UINT32_MAX;
   return idx;
 }
 
-static inline bool tslab_slab_is_live(const tslab_run_t* s, uint32_t idx) {
-  uint64_t bit = 1ull << (idx & 63);
-  return (atomic_load_explicit(&s->alloc[idx >> 6], memory_order_relaxed) & bit) &&
-         !(atomic_load_explicit(&s->remote[idx >> 6], memory_order_relaxed) & bit);
+static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
+  return tslab_slot_index(s->start, s->recip, s->obj_size, s->capacity, p);
 }
+
+static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
+  uint64_t bit = 1ull << (idx & 63);
+  return (atomic_load_explicit(&bits[2 * (idx >> 6)], memory_order_relaxed) & bit) &&
+         !(atomic_load_explicit(&bits[2 * (idx >> 6) + 1], memory_order_relaxed) & bit);
+}
+
+/* block.c */
+TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
+TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top);
+TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units);
+TSLAB_INTERNAL size_t tslab_block_object_size(const tslab_run_view_t* v, uint32_t unit);
+TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b);
+TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release);
+TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b);
 
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
+TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t era, size_t size, size_t align,
+                                       int* status);
+TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
 /* The bin's allocations and frees for its era, read consistently from any
- * thread (section 8). */
+ * thread (section 9). */
 TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees);
-TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s);
+TSLAB_INTERNAL void tslab_slot_blocks_read(tslab_slot_cache_t* sc, uint64_t* allocs, uint64_t* frees,
+                                           uint64_t* alloc_bytes, uint64_t* free_bytes);
+TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_run_t* s);
+/* Owner, in its window: a run got frees (emptied, or left the parked list). */
+TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
+/* A cache's counts for its thread's statistics: what it folded plus its
+ * live bins and blocks (cache mutex held). */
+TSLAB_INTERNAL void tslab_tcache_sum(tslab_t* a, tslab_tcache_t* tc, tslab_stats_thread_t* out);
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s);
-TSLAB_INTERNAL bool tslab_tcache_spare_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
-TSLAB_INTERNAL tslab_run_t* tslab_tcache_spare_pop(tslab_t* a, tslab_tcache_t* tc, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
                                              tslab_run_t** detached, tslab_fold_t* sum);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a);
 TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap);
+TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a);
 
 TSLAB_INTERNAL void tslab_live_lock(void);
 TSLAB_INTERNAL void tslab_live_unlock(void);
@@ -448,6 +684,10 @@ TSLAB_INTERNAL size_t tslab_live_count(void);
 TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i);
 TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_fork_init(void);
+/* Fork child repairs (src/fork.c), single-threaded, locks free. */
+TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a);
+TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a);
+TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
 
@@ -458,13 +698,23 @@ typedef struct tslab_tls_entry {
 } tslab_tls_entry_t;
 
 /* The thread's most recently used (instance, cache) pair; the others wait in
- * a per-thread array searched on a miss (src/tcache.c). */
+ * a per-thread table searched on a miss (src/tcache.c). */
 TSLAB_INTERNAL extern __thread tslab_tls_entry_t tslab_tls_last;
 
 /* This thread's cache for instance a (created on first use), or NULL. */
 static inline tslab_tcache_t* tslab_tcache_get(tslab_t* a) {
   if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) return tslab_tls_last.tc;
   return tslab_tcache_slow(a);
+}
+
+/* The thread's cache for a if it has one already, without creating it. */
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_find(tslab_t* a);
+
+static inline tslab_tcache_t* tslab_cache_next(tslab_tcache_t* tc) {
+  return atomic_load_explicit(&tc->reg_next, memory_order_acquire);
+}
+static inline tslab_tcache_t* tslab_cache_first(tslab_t* a) {
+  return atomic_load_explicit(&a->caches, memory_order_acquire);
 }
 
 /* Bins are laid out class-major so that the index is two shifts and an or. */
@@ -476,22 +726,24 @@ static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t er
   return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
-/* Owner, in its busy window with `era` active: the bin starts counting for
- * `era` (it held nothing of an older one: closes reset bins). */
-static inline void tslab_bin_claim(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
-  if (likely(atomic_load_explicit(&bin->era, memory_order_relaxed) == era)) return;
-  TSLAB_ASSERT(atomic_load_explicit(&bin->era, memory_order_relaxed) == 0);
-  atomic_store_explicit(&bin->era, era, memory_order_relaxed);
-  tc->slot_classes[era & a->ring_mask][bin->cls >> 6] |= 1ull << (bin->cls & 63);
-}
-
+/* The busy window (section 6): `busy` is odd inside. Owner-only stores. */
 static inline void tslab_busy_enter(tslab_tcache_t* tc) {
-  atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
   tslab_light_fence();
 }
 
+/* A non-owner window: the busy store is made visible before any load
+ * (section 4). */
+static inline void tslab_busy_enter_fenced(tslab_tcache_t* tc) {
+  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
 static inline void tslab_busy_exit(tslab_tcache_t* tc) {
-  atomic_store_explicit(&tc->busy, 0, memory_order_release);
+  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1,
+                        memory_order_release);
 }
 
 /* The fast paths start on a cache line, so their speed does not depend on
@@ -532,8 +784,12 @@ static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
 
 #define TSLAB_USED_BITS 16
 #define TSLAB_USED_MASK ((1ull << TSLAB_USED_BITS) - 1)
-/* used counts slots, allocated or set aside: at most the capacity. */
-_Static_assert(TSLAB_MAX_SLOTS <= TSLAB_USED_MASK, "used must fit its bits of usage");
+/* used counts slots (block units), allocated or set aside: at most the
+ * capacity. */
+_Static_assert(TSLAB_BLOCK_UNITS <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,
+               "used must fit its bits of usage");
+_Static_assert(TSLAB_BLOCK_UNITS <= (1u << TSLAB_HANDLE_SLOT_BITS) && TSLAB_MAX_SLOTS <= (1u << TSLAB_HANDLE_SLOT_BITS),
+               "handles name every slot");
 
 static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
   return (uint32_t)(atomic_load_explicit(&s->usage, memory_order_relaxed) & TSLAB_USED_MASK);
@@ -546,30 +802,29 @@ static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
 /* Owner: used += n (n may be negative); pending frees are untouched. */
 static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_add(&s->usage, (uint64_t)n); }
 
-/* Owner, local free of a valid slot (used >= 1, so `used` cannot borrow
- * from the pending count): one add of an immediate takes the slot off
- * `used` and counts a pending free. */
-static inline void tslab_slab_count_free(tslab_run_t* s) {
-#if TSLAB_COUNTERS
-  tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
-#else
-  tslab_slab_used_add(s, -1);
-#endif
-}
-
 /* epoch.c */
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a);
 TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era);
 TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status);
-TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum);
-TSLAB_INTERNAL uint64_t tslab_epoch_state(tslab_t* a, uint64_t era);
+TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
+                                         tslab_fold_t* sum);
+TSLAB_INTERNAL void tslab_epoch_fold_blocks(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc,
+                                            tslab_fold_t* sum);
 
 /* large.c */
-TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r, const void* p);
+TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r);
 TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t era);
+TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t era);
 
 /* stats.c: slow-path sampling */
 TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, uint64_t* wall, uint64_t* cpu);
 TSLAB_INTERNAL void tslab_sample_end(tslab_t* a, uint64_t wall, uint64_t cpu);
+
+/* Test hooks (src/fault.h): points where a test may pause a thread. */
+TSLAB_INTERNAL extern void (*_Atomic tslab_hook)(int point);
+static inline void tslab_hook_point(int point) {
+  void (*fn)(int) = atomic_load_explicit(&tslab_hook, memory_order_relaxed);
+  if (unlikely(fn != NULL)) fn(point);
+}
 
 #endif

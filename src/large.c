@@ -1,30 +1,25 @@
 /* Large spans: one object above the largest size class, in a run of its own
  * that is still owned by an epoch and counted in its statistics. Spans are
- * allocated inside the caller's busy window, so epoch close never races with
- * the creation of a span in the epoch it closes. */
+ * allocated inside the caller's busy window by a registered user of the era
+ * (docs/ARCHITECTURE.md 7.2), so an epoch close never races with the
+ * creation of a span in the epoch it closes; the heap keeps each ring slot's
+ * spans listed for free-all (7.5). */
 #include "internal.h"
-
-static tslab_epoch_slot_t* slot_of(tslab_t* a, uint64_t era) { return &a->ring[era & a->ring_mask]; }
 
 TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t era) {
   size_t granules = (size + TSLAB_GRANULE - 1) >> TSLAB_GRANULE_SHIFT;
   size_t align_granules = align > TSLAB_GRANULE ? align >> TSLAB_GRANULE_SHIFT : 1;
-  tslab_run_t* r = tslab_heap_alloc(a, granules, align_granules);
+  tslab_run_t* r = tslab_heap_alloc(a, tc, granules, align_granules);
   if (!r) return NULL;
-  r->large_gen = atomic_load_explicit(&a->gen_base[(size_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT],
-                                      memory_order_relaxed);
-  r->obj_size = 0;
+  r->gen = atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed);
   r->capacity = 1;
   atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&r->era, era, memory_order_relaxed);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);
-  atomic_store_explicit(&r->kind, TSLAB_RUN_LARGE, memory_order_release);
-  size_t g0 = (size_t)(r->start - a->base) >> TSLAB_GRANULE_SHIFT;
-  atomic_store_explicit(&a->map[g0], r, memory_order_release);
-  atomic_store_explicit(&a->map[g0 + r->granules - 1], r, memory_order_release);
-
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_heap_span_link(a, r, slot);
   size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-  tslab_epoch_slot_t* es = slot_of(a, era);
+  tslab_epoch_slot_t* es = &a->slots[slot];
   atomic_fetch_add_explicit(&es->large_allocs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->large_bytes_alloc, bytes, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
@@ -32,33 +27,64 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   atomic_fetch_add_explicit(&a->large_allocs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->slabs_created, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
+  tslab_run_publish(a, r, TSLAB_RUN_LARGE);
   return r->start;
 }
 
-/* Exactly one free of a span wins the LIVE -> FREED transition. Called in the
- * freer's busy window and under closing_inflight (src/alloc.c). */
-TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r, const void* p) {
-  if (p != r->start) return false;
-  uint32_t expected = TSLAB_LARGE_LIVE;
-  if (!atomic_compare_exchange_strong_explicit(&r->large_state, &expected, TSLAB_LARGE_FREED,
-                                               memory_order_acq_rel, memory_order_relaxed))
-    return false;
+/* The party that won the span's LIVE -> FREED exchange: counts and gives the
+ * run back. `cross`: freed by another cache than the creator. */
+static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
   uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
   size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-  tslab_epoch_slot_t* es = slot_of(a, era);
-  uint64_t st = atomic_load_explicit(&es->state, memory_order_seq_cst);
-  bool cross = atomic_load_explicit(&r->creator, memory_order_relaxed) != tc;
+  tslab_heap_span_unlink(a, r, (uint32_t)(era & a->ring_mask));
   if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
-  if (TSLAB_STATE_ERA(st) == era) {
+  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
+  if (es) {
     if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->large_frees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->large_bytes_free, bytes, memory_order_relaxed);
     atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&es->slab_bytes, bytes, memory_order_relaxed);
+    tslab_era_count_exit(es);
   }
   atomic_fetch_add_explicit(&a->large_frees, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
-  bool active = st == TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE);
-  tslab_heap_retire(a, r, !active);
+  size_t released = tslab_heap_retire(a, r, !tslab_era_active(a, era));
+  if (released) tslab_era_count_released(a, era, released);
+}
+
+/* Exactly one free of a span wins the LIVE -> FREED transition. Called in the
+ * freer's fenced window (src/alloc.c). */
+TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r) {
+  uint32_t expected = TSLAB_LARGE_LIVE;
+  if (!atomic_compare_exchange_strong_explicit(&r->large_state, &expected, TSLAB_LARGE_FREED, memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return false;
+  span_retire(a, r, atomic_load_explicit(&r->creator, memory_order_relaxed) != tc);
   return true;
+}
+
+/* Free-all: every live span of the era ends (counted as a free of the span,
+ * like any span free). Returns how many. */
+TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t era) {
+  tslab_run_t* won = NULL;
+  uint64_t n = 0;
+  pthread_mutex_lock(&a->heap.mu);
+  for (tslab_run_t* r = a->heap.spans[slot]; r; r = r->era_next) {
+    uint32_t expected = TSLAB_LARGE_LIVE;
+    if (atomic_load_explicit(&r->era, memory_order_relaxed) == era &&
+        atomic_compare_exchange_strong_explicit(&r->large_state, &expected, TSLAB_LARGE_FREED, memory_order_acq_rel,
+                                                memory_order_relaxed)) {
+      r->heap_next = won;
+      won = r;
+      n++;
+    }
+  }
+  pthread_mutex_unlock(&a->heap.mu);
+  while (won) {
+    tslab_run_t* r = won;
+    won = r->heap_next;
+    span_retire(a, r, false);
+  }
+  return n;
 }

@@ -2,6 +2,7 @@
  * the heavy side of the asymmetric fence, clocks and RSS. Every call that
  * can fail is routed through the fault injector of src/fault.h. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -34,6 +35,10 @@ TSLAB_INTERNAL void tslab_fault_clear(void) { atomic_store(&fault_ops, 0); }
 
 TSLAB_INTERNAL uint64_t tslab_fault_injected(void) { return atomic_load(&fault_injected); }
 
+TSLAB_INTERNAL void (*_Atomic tslab_hook)(int point);
+
+TSLAB_INTERNAL void tslab_hook_set(void (*hook)(int point)) { atomic_store(&tslab_hook, hook); }
+
 static bool fault_fires(unsigned op) {
   if (likely(!(atomic_load_explicit(&fault_ops, memory_order_relaxed) & op))) return false;
   uint64_t skip = atomic_load(&fault_skip);
@@ -58,6 +63,23 @@ TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes) {
   return p == MAP_FAILED ? NULL : p;
 }
 
+/* A reservation whose start is aligned to `align` (a power of two), so every
+ * alignment the allocator derives from granule indexes holds whatever
+ * address the kernel picks: over-reserve by the alignment and give the slack
+ * back. *mapping and *mapping_bytes describe what to unmap at the end. */
+TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t bytes, size_t align, void** mapping, size_t* mapping_bytes) {
+  size_t total = bytes + align;
+  uint8_t* p = tslab_os_reserve(total);
+  if (!p) return NULL;
+  uint8_t* aligned = (uint8_t*)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+  size_t lead = (size_t)(aligned - p), tail = total - lead - bytes;
+  if (lead) munmap(p, lead);
+  if (tail) munmap(aligned + bytes, tail);
+  *mapping = aligned;
+  *mapping_bytes = bytes;
+  return aligned;
+}
+
 TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes) {
   if (fault_fires(TSLAB_FAULT_COMMIT)) return false;
   return mprotect(p, bytes, PROT_READ | PROT_WRITE) == 0;
@@ -66,6 +88,22 @@ TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes) {
 TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes) {
   if (fault_fires(TSLAB_FAULT_RELEASE)) return false;
   return madvise(p, bytes, MADV_DONTNEED) == 0;
+}
+
+/* Fault a committed range in ahead of use: one system call instead of a
+ * page fault per 4 KiB for a phase that grows fast. Best effort: kernels
+ * without MADV_POPULATE_WRITE (before 5.14) fault the pages in on first
+ * touch as usual. */
+TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  static _Atomic bool unsupported;
+  if (atomic_load_explicit(&unsupported, memory_order_relaxed)) return;
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes) {
@@ -130,6 +168,15 @@ TSLAB_INTERNAL void tslab_os_heavy_fence(void) {
 #else
   atomic_thread_fence(memory_order_seq_cst); /* the fast path fences itself */
 #endif
+}
+
+/* A random 64-bit number for per-instance seeds (handle generations). */
+TSLAB_INTERNAL uint64_t tslab_os_random(void) {
+  uint64_t r = 0;
+  if (syscall(SYS_getrandom, &r, sizeof r, 0) == (long)sizeof r) return r;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
 }
 
 /* ---- clocks and RSS ---- */

@@ -1,52 +1,95 @@
 /* Statistics snapshots. Counters are exact: per-thread counters live in the
- * thread caches' bins (owner-only writes), counts of closed eras and of
- * threads without a cache live in atomics of the instance and the ring.
- * Snapshots sum them; at quiescence the sums are exact. See section 8 of
- * docs/ARCHITECTURE.md. */
+ * thread caches' bins and slot states (owner-only writes), counts of closed
+ * eras in each cache's folded totals and in the era slots, counts of threads
+ * without a cache in the instance. Readers read every free count of a scope
+ * before any allocation count, so no snapshot shows a free without its
+ * allocation, and take each cache's mutex only while they read that cache,
+ * never a lock an epoch operation waits on for long (docs/ARCHITECTURE.md
+ * section 9). */
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 
-static uint64_t ld(_Atomic uint64_t* p) { return atomic_load_explicit(p, memory_order_relaxed); }
+static uint64_t ld(_Atomic uint64_t* p) { return atomic_load_explicit(p, memory_order_acquire); }
 
-/* What is still live: in - out. Counts summed over threads are read one
- * after another, so a free counted in one thread's bin may be newer than
- * the allocation count read from another's: never wrap below zero. */
+/* What is still live: in - out, never below zero. */
 static uint64_t live_of(uint64_t in, uint64_t out) { return in > out ? in - out : 0; }
 
+/* Counts per class, index TSLAB_CLASSES for blocks. */
 typedef struct class_totals {
-  uint64_t allocs[TSLAB_CLASSES], frees[TSLAB_CLASSES], xfrees[TSLAB_CLASSES], slow[TSLAB_CLASSES];
-  uint64_t bins_in_use; /* bins counting for an era */
+  uint64_t allocs[TSLAB_CLASSES + 1], frees[TSLAB_CLASSES + 1];
+  uint64_t xfrees[TSLAB_CLASSES + 1], slow[TSLAB_CLASSES + 1];
+  uint64_t bins_in_use;
 } class_totals_t;
 
-/* Per-class totals over every cache and the instance. The registry mutex
- * keeps closers out, so no count is in flight between a bin and the
- * instance's totals: sums never go backwards. */
-static void sum_classes(tslab_t* a, class_totals_t* t) {
-  memset(t, 0, sizeof *t);
-  pthread_mutex_lock(&a->reg_mu);
-  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-    t->allocs[c] = ld(&a->ext_allocs[c]);
-    t->frees[c] = ld(&a->ext_frees[c]);
-    t->xfrees[c] = ld(&a->ext_xfrees[c]);
-    t->slow[c] = ld(&a->ext_slow[c]);
+static bool slot_counts_class(tslab_slot_cache_t* sc, uint32_t c) {
+  return atomic_load_explicit(&sc->era, memory_order_relaxed) &&
+         (c == TSLAB_CLASSES || (sc->classes[c >> 6] >> (c & 63)) & 1);
+}
+
+/* One cache's counts; `frees_pass` says which half this pass reads (frees,
+ * or allocations and the rest). The cache's mutex keeps closers' folds out. */
+static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_totals_t* t) {
+  pthread_mutex_lock(&tc->mu);
+  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
+    if (frees_pass) {
+      t->frees[c] += ld(&tc->folded[c].frees);
+    } else {
+      t->allocs[c] += ld(&tc->folded[c].allocs);
+      t->xfrees[c] += ld(&tc->folded[c].xfrees);
+      t->slow[c] += ld(&tc->folded[c].slow);
+    }
   }
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
-    for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-      for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    tslab_slot_cache_t* sc = &tc->slots[slot];
+    if (!atomic_load_explicit(&sc->era, memory_order_relaxed)) continue;
+    for (uint32_t word = 0; word < 2; word++) {
+      for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
+        uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
         tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
         uint64_t al, fr;
         tslab_bin_read(b, &al, &fr);
-        t->allocs[c] += al;
-        t->frees[c] += fr;
-        t->xfrees[c] += ld(&b->xfrees);
-        t->slow[c] += ld(&b->slow);
-        t->bins_in_use += ld(&b->era) != 0;
+        if (frees_pass) {
+          t->frees[c] += fr;
+        } else {
+          t->allocs[c] += al;
+          t->xfrees[c] += ld(&b->xfrees);
+          t->slow[c] += ld(&b->slow);
+          t->bins_in_use++;
+        }
       }
     }
+    uint64_t al, fr, ab, fb;
+    tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
+    if (frees_pass) {
+      t->frees[TSLAB_CLASSES] += fr;
+    } else {
+      t->allocs[TSLAB_CLASSES] += al;
+      t->xfrees[TSLAB_CLASSES] += ld(&sc->bxfrees);
+      t->slow[TSLAB_CLASSES] += ld(&sc->bslow);
+    }
   }
-  pthread_mutex_unlock(&a->reg_mu);
+  pthread_mutex_unlock(&tc->mu);
+}
+
+/* Per-class totals over every cache and the instance: all frees, then all
+ * allocations (section 9). */
+static void sum_classes(tslab_t* a, class_totals_t* t) {
+  memset(t, 0, sizeof *t);
+  for (int pass = 0; pass < 2; pass++) {
+    bool frees_pass = pass == 0;
+    for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
+      if (frees_pass) {
+        t->frees[c] += ld(&a->ext[c].frees);
+      } else {
+        t->allocs[c] += ld(&a->ext[c].allocs);
+        t->xfrees[c] += ld(&a->ext[c].xfrees);
+        t->slow[c] += ld(&a->ext[c].slow);
+      }
+    }
+    for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) sum_cache(a, tc, frees_pass, t);
+  }
 }
 
 TSLAB_API uint32_t tslab_class_count(tslab_t* a) { return a ? TSLAB_CLASSES : 0; }
@@ -54,27 +97,32 @@ TSLAB_API uint32_t tslab_class_count(tslab_t* a) { return a ? TSLAB_CLASSES : 0;
 TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   memset(out, 0, sizeof *out);
+  /* Spans' frees before their allocations, like everything else. */
+  uint64_t large_frees = ld(&a->large_frees), large_bytes_live = ld(&a->large_bytes_live);
   class_totals_t t;
   sum_classes(a, &t);
-  uint64_t large_live = ld(&a->large_allocs) - ld(&a->large_frees);
-  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+  uint64_t large_allocs = ld(&a->large_allocs);
+  uint64_t large_live = live_of(large_allocs, large_frees);
+  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
     out->allocations_total += t.allocs[c];
     out->frees_total += t.frees[c];
     out->cross_thread_frees_total += t.xfrees[c];
     out->slow_path_total += t.slow[c];
     out->live_objects += live_of(t.allocs[c], t.frees[c]);
-    out->live_bytes += live_of(t.allocs[c], t.frees[c]) * tslab_classes[c].size;
-    out->slabs_in_use += ld(&a->cls_slabs[c]);
+    if (c < TSLAB_CLASSES) {
+      out->live_bytes += live_of(t.allocs[c], t.frees[c]) * tslab_classes[c].size;
+      out->slabs_in_use += ld(&a->cls_slabs[c]);
+    }
   }
-  out->allocations_total += ld(&a->large_allocs);
-  out->frees_total += ld(&a->large_frees);
+  out->blocks_in_use = ld(&a->cls_slabs[TSLAB_CLASSES]);
+  out->allocations_total += large_allocs;
+  out->frees_total += large_frees;
   out->cross_thread_frees_total += ld(&a->large_xfrees);
   out->live_objects += large_live;
-  out->live_bytes += ld(&a->large_bytes_live);
+  out->live_bytes += large_bytes_live;
   out->slabs_in_use += large_live;
 
   pthread_mutex_lock(&a->heap.mu);
-  out->slabs_empty = ld(&a->spare_slabs);
   for (tslab_run_t* r = a->heap.lru_head; r; r = r->lru_next) out->slabs_empty++;
   uint64_t clean = 0;
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++)
@@ -82,15 +130,41 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   /* Above the top of the used range everything committed was released. */
   out->slabs_released = clean + (a->heap.committed >> TSLAB_GRANULE_SHIFT) - a->heap.top;
   out->committed_bytes = a->heap.committed + a->heap.meta_committed;
+  /* Block live bytes: walk the blocks of every cache's open eras. */
   pthread_mutex_unlock(&a->heap.mu);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    pthread_mutex_lock(&tc->mu);
+    for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+      tslab_slot_cache_t* sc = &tc->slots[slot];
+      if (!atomic_load_explicit(&sc->era, memory_order_relaxed)) continue;
+      tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
+      if (blk) out->live_bytes += tslab_block_live_bytes(blk);
+      for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
+        out->live_bytes += tslab_block_live_bytes(b);
+    }
+    pthread_mutex_unlock(&tc->mu);
+  }
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    tslab_epoch_slot_t* es = &a->slots[slot];
+    tslab_spin_lock(&es->mu);
+    for (tslab_run_t* r = es->detached; r; r = r->era_next)
+      if (atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK)
+        out->live_bytes += tslab_block_live_bytes(r);
+    tslab_spin_unlock(&es->mu);
+  }
 
   out->rss_bytes = tslab_process_rss();
   out->reserved_bytes = a->reserve + a->meta_reserve;
   out->resident_estimate_bytes = ld(&a->resident_bytes);
+  out->reserve_bytes = ld(&a->reserve_bytes);
   out->metadata_bytes = ld(&a->meta_bytes) + t.bins_in_use * sizeof(tslab_bin_t) +
-                        ld(&a->ncaches) * sizeof(tslab_tcache_t);
+                        ld(&a->ncaches) * (sizeof(tslab_tcache_t) + a->ring_size * sizeof(tslab_slot_cache_t));
   out->slabs_created_total = ld(&a->slabs_created);
   out->slabs_recycled_total = ld(&a->slabs_recycled);
+  out->blocks_created_total = ld(&a->blocks_created);
+  out->blocks_reused_total = ld(&a->blocks_reused);
+  out->objects_ended_total = ld(&a->objects_ended);
+  out->epochs_freed_all_total = ld(&a->epochs_freed_all);
   out->release_calls_total = ld(&a->release_calls);
   out->release_bytes_total = ld(&a->release_bytes);
   out->release_failures_total = ld(&a->release_failures);
@@ -114,88 +188,152 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   return TSLAB_OK;
 }
 
-TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out) {
-  if (!a || !out || index >= TSLAB_CLASSES) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  class_totals_t t;
-  sum_classes(a, &t);
+static void fill_class(const class_totals_t* t, tslab_t* a, uint32_t index, tslab_stats_class_t* out) {
   const tslab_class_info_t* ci = &tslab_classes[index];
   memset(out, 0, sizeof *out);
   out->index = index;
   out->object_size = ci->size;
   out->slab_bytes = ci->granules << TSLAB_GRANULE_SHIFT;
   out->objects_per_slab = ci->capacity;
-  out->allocations_total = t.allocs[index];
-  out->frees_total = t.frees[index];
-  out->cross_thread_frees_total = t.xfrees[index];
-  out->slow_path_total = t.slow[index];
-  out->live_objects = live_of(t.allocs[index], t.frees[index]);
+  out->allocations_total = t->allocs[index];
+  out->frees_total = t->frees[index];
+  out->cross_thread_frees_total = t->xfrees[index];
+  out->slow_path_total = t->slow[index];
+  out->live_objects = live_of(t->allocs[index], t->frees[index]);
   out->slabs = ld(&a->cls_slabs[index]);
+}
+
+TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out) {
+  if (!a || !out || index >= TSLAB_CLASSES) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
+  class_totals_t t;
+  sum_classes(a, &t);
+  fill_class(&t, a, index, out);
   return TSLAB_OK;
+}
+
+TSLAB_API size_t tslab_stats_classes(tslab_t* a, tslab_stats_class_t* out, size_t max) {
+  if (!a || (!out && max)) return 0;
+  class_totals_t t;
+  sum_classes(a, &t);
+  size_t n = max < TSLAB_CLASSES ? max : TSLAB_CLASSES;
+  for (size_t i = 0; i < n; i++) fill_class(&t, a, (uint32_t)i, &out[i]);
+  return n;
 }
 
 /* ---- epochs ---- */
 
+typedef struct era_counts {
+  uint64_t allocs, frees, xfrees, slow, alloc_bytes, free_bytes, live_bytes_blocks, empty;
+} era_counts_t;
+
+/* The counts of `era` held by caches: pass 1 frees, pass 2 the rest. */
+static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, bool frees_pass, era_counts_t* c) {
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    tslab_slot_cache_t* sc = &tc->slots[slot];
+    if (atomic_load_explicit(&sc->era, memory_order_relaxed) != era) continue;
+    pthread_mutex_lock(&tc->mu);
+    if (atomic_load_explicit(&sc->era, memory_order_relaxed) == era) {
+      for (uint32_t word = 0; word < 2; word++) {
+        for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
+          uint32_t cls = word * 64 + (uint32_t)__builtin_ctzll(m);
+          tslab_bin_t* b = tslab_bin_at(a, tc, slot, cls);
+          uint64_t al, fr;
+          tslab_bin_read(b, &al, &fr);
+          uint64_t size = tslab_classes[cls].size;
+          if (frees_pass) {
+            c->frees += fr;
+            c->free_bytes += fr * size;
+          } else {
+            c->allocs += al;
+            c->alloc_bytes += al * size;
+            c->xfrees += ld(&b->xfrees);
+            c->slow += ld(&b->slow);
+            tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_RELAXED);
+            c->empty += cur && tslab_slab_used(cur) == __builtin_popcountll(ld(&b->mask));
+          }
+        }
+      }
+      uint64_t al, fr, ab, fb;
+      tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
+      if (frees_pass) {
+        c->frees += fr;
+      } else {
+        c->allocs += al;
+        c->xfrees += ld(&sc->bxfrees);
+        c->slow += ld(&sc->bslow);
+        tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
+        if (blk) c->live_bytes_blocks += tslab_block_live_bytes(blk);
+        for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
+          c->live_bytes_blocks += tslab_block_live_bytes(b);
+      }
+    }
+    pthread_mutex_unlock(&tc->mu);
+  }
+}
+
 /* Fill the stats of the era held by ring slot `slot`, and its cross-thread
- * frees and slow paths (for label attribution). Epoch mutex held. */
+ * frees and slow paths (for label attribution). Retries while a closer
+ * folds the era's counts from the caches into its slot. */
 static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint64_t* xfrees, uint64_t* slow) {
-  tslab_epoch_slot_t* es = &a->ring[slot];
-  uint64_t st = atomic_load(&es->state);
+  tslab_epoch_slot_t* es = &a->slots[slot];
+  era_counts_t c;
+  uint64_t st;
+  for (unsigned tries = 0;; tries++) {
+    uint64_t seq = ld(&es->stat_seq);
+    st = atomic_load(&a->ring[slot].state);
+    uint64_t era = TSLAB_STATE_ERA(st);
+    memset(&c, 0, sizeof c);
+    c.frees = ld(&es->frees) + ld(&es->large_frees);
+    c.free_bytes = ld(&es->free_bytes) + ld(&es->large_bytes_free);
+    era_cache_counts(a, slot, era, true, &c);
+    era_cache_counts(a, slot, era, false, &c);
+    c.allocs += ld(&es->allocs) + ld(&es->large_allocs);
+    c.alloc_bytes += ld(&es->alloc_bytes) + ld(&es->large_bytes_alloc);
+    c.xfrees += ld(&es->xfrees);
+    c.slow += ld(&es->slow);
+    if (!(seq & 1) && ld(&es->stat_seq) == seq) break;
+    if (tries > 64) sched_yield();
+  }
   uint64_t era = TSLAB_STATE_ERA(st);
   memset(out, 0, sizeof *out);
   out->era = era;
   out->slot = slot;
-  out->state = (tslab_epoch_state_t)TSLAB_STATE_OF(st);
+  uint32_t state = TSLAB_STATE_OF(st);
+  out->state = state == TSLAB_EPOCH_CLOSED ? TSLAB_EPOCH_CLOSING : (tslab_epoch_state_t)state;
+  tslab_spin_lock(&es->mu);
   memcpy(out->label, es->label, TSLAB_LABEL_MAX);
   out->opened_ns = es->opened_ns;
+  out->refcount = es->refcount;
+  tslab_spin_unlock(&es->mu);
   uint64_t now = tslab_now_ns();
-  out->age_ns = now > es->opened_ns ? now - es->opened_ns : 0;
-  out->refcount = atomic_load(&es->refcount);
-  uint64_t allocs = ld(&es->allocs) + ld(&es->large_allocs);
-  uint64_t frees = ld(&es->frees) + ld(&es->large_frees);
-  uint64_t abytes = ld(&es->alloc_bytes) + ld(&es->large_bytes_alloc);
-  uint64_t fbytes = ld(&es->free_bytes) + ld(&es->large_bytes_free);
-  uint64_t xf = ld(&es->xfrees), sl = ld(&es->slow);
-  pthread_mutex_lock(&a->reg_mu);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
-    for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-      tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
-      if (atomic_load_explicit(&b->era, memory_order_relaxed) != era) continue;
-      uint64_t al, fr;
-      tslab_bin_read(b, &al, &fr);
-      xf += ld(&b->xfrees);
-      sl += ld(&b->slow);
-      allocs += al;
-      frees += fr;
-      abytes += al * tslab_classes[c].size;
-      fbytes += fr * tslab_classes[c].size;
-    }
-  }
-  pthread_mutex_unlock(&a->reg_mu);
-  out->allocations_total = allocs;
-  out->frees_total = frees;
-  out->live_objects = live_of(allocs, frees);
-  out->live_bytes = live_of(abytes, fbytes);
+  out->age_ns = now > out->opened_ns ? now - out->opened_ns : 0;
+  if (c.allocs < c.frees) c.allocs = c.frees;
+  out->allocations_total = c.allocs;
+  out->frees_total = c.frees;
+  out->live_objects = live_of(c.allocs, c.frees);
+  out->live_bytes = live_of(c.alloc_bytes, c.free_bytes) + c.live_bytes_blocks;
   out->slabs = ld(&es->slabs);
-  out->empty_slabs = ld(&es->empty_runs);
-  out->rss_estimate_bytes = ld(&es->slab_bytes) + ld(&es->empty_bytes);
+  out->empty_slabs = c.empty;
+  out->rss_estimate_bytes = ld(&es->slab_bytes);
   out->rss_before_close_bytes = es->rss_before_close;
   out->rss_after_close_bytes = es->rss_after_close;
   out->released_at_close_bytes = es->released_at_close;
   out->released_total_bytes = ld(&es->released_bytes);
   out->close_ns = es->close_ns;
   out->forced_close = es->forced;
-  if (xfrees) *xfrees = xf;
-  if (slow) *slow = sl;
+  if (xfrees) *xfrees = c.xfrees;
+  if (slow) *slow = c.slow;
 }
 
 TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out) {
   if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
-  pthread_mutex_lock(&a->epoch_mu);
   int st = tslab_epoch_reject_status(a, e);
   if (st == TSLAB_ERR_EPOCH_CLOSED) st = TSLAB_OK;
-  if (st == TSLAB_OK) fill_epoch(a, (uint32_t)(e & a->ring_mask), out, NULL, NULL);
-  pthread_mutex_unlock(&a->epoch_mu);
-  return tslab_fail(st);
+  if (st != TSLAB_OK) return tslab_fail(st);
+  fill_epoch(a, (uint32_t)(e & a->ring_mask), out, NULL, NULL);
+  /* The slot moved on to a newer era while we read it. */
+  if (out->era != e) return tslab_fail(TSLAB_ERR_EPOCH_STALE);
+  return TSLAB_OK;
 }
 
 TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t max) {
@@ -204,10 +342,10 @@ TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t
   uint32_t order[TSLAB_RING_MAX];
   uint64_t eras[TSLAB_RING_MAX];
   size_t held = 0;
-  pthread_mutex_lock(&a->epoch_mu);
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-    uint64_t era = TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state));
-    if (era == 0) continue;
+    uint64_t st = atomic_load(&a->ring[slot].state);
+    uint64_t era = TSLAB_STATE_ERA(st);
+    if (era == 0 || TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY) continue;
     size_t i = held++;
     for (; i > 0 && eras[i - 1] > era; i--) {
       eras[i] = eras[i - 1];
@@ -218,8 +356,45 @@ TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t
   }
   size_t n = held < max ? held : max;
   for (size_t i = 0; i < n; i++) fill_epoch(a, order[i], &out[i], NULL, NULL);
-  pthread_mutex_unlock(&a->epoch_mu);
   return n;
+}
+
+/* The calling thread's counts in a cache: what the cache folded, plus its
+ * live bins and blocks (cache mutex held). */
+TSLAB_INTERNAL void tslab_tcache_sum(tslab_t* a, tslab_tcache_t* tc, tslab_stats_thread_t* out) {
+  memset(out, 0, sizeof *out);
+  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
+    out->frees_total += ld(&tc->folded[c].frees);
+    out->allocations_total += ld(&tc->folded[c].allocs);
+    out->cross_thread_frees_total += ld(&tc->folded[c].xfrees);
+    out->slow_path_total += ld(&tc->folded[c].slow);
+  }
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    tslab_slot_cache_t* sc = &tc->slots[slot];
+    if (!atomic_load_explicit(&sc->era, memory_order_relaxed)) continue;
+    for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
+      if (!slot_counts_class(sc, c)) continue;
+      uint64_t al, fr;
+      if (c == TSLAB_CLASSES) {
+        uint64_t ab, fb;
+        tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
+        out->cross_thread_frees_total += ld(&sc->bxfrees);
+        out->slow_path_total += ld(&sc->bslow);
+        out->cached_slabs += (__atomic_load_n(&sc->blk, __ATOMIC_RELAXED) != NULL);
+        for (tslab_run_t* b = sc->full; b; b = b->bin_next) out->cached_slabs++;
+      } else {
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
+        tslab_bin_read(b, &al, &fr);
+        out->cross_thread_frees_total += ld(&b->xfrees);
+        out->slow_path_total += ld(&b->slow);
+        out->cached_slabs += (b->cur != NULL);
+        for (tslab_run_t* s = b->ready; s; s = s->bin_next) out->cached_slabs++;
+        for (tslab_run_t* s = b->parked; s; s = s->bin_next) out->cached_slabs++;
+      }
+      out->allocations_total += al;
+      out->frees_total += fr;
+    }
+  }
 }
 
 TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
@@ -227,24 +402,13 @@ TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
   memset(out, 0, sizeof *out);
   tslab_tcache_t* tc = tslab_tcache_get(a);
   if (!tc) return TSLAB_OK;
-  pthread_mutex_lock(&a->reg_mu); /* closers fold this cache's bins under it */
-  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) {
-    tslab_bin_t* b = &tc->bins[i];
-    uint64_t al, fr;
-    tslab_bin_read(b, &al, &fr);
-    out->allocations_total += al;
-    out->frees_total += fr;
-    out->cross_thread_frees_total += ld(&b->xfrees);
-    out->slow_path_total += ld(&b->slow);
-    out->cached_slabs += (b->cur != NULL);
-    for (tslab_run_t* s = b->ready; s; s = s->bin_next) out->cached_slabs++;
-    for (tslab_run_t* s = b->parked; s; s = s->bin_next) out->cached_slabs++;
-  }
-  out->allocations_total += ld(&tc->folded_allocs);
-  out->frees_total += ld(&tc->folded_frees);
-  out->cross_thread_frees_total += ld(&tc->folded_xfrees);
-  out->slow_path_total += ld(&tc->folded_slow);
-  pthread_mutex_unlock(&a->reg_mu);
+  pthread_mutex_lock(&tc->mu);
+  tslab_tcache_sum(a, tc, out);
+  out->allocations_total -= tc->adopted.allocations_total;
+  out->frees_total -= tc->adopted.frees_total;
+  out->cross_thread_frees_total -= tc->adopted.cross_thread_frees_total;
+  out->slow_path_total -= tc->adopted.slow_path_total;
+  pthread_mutex_unlock(&tc->mu);
   return TSLAB_OK;
 }
 
@@ -292,23 +456,30 @@ TSLAB_API int tslab_stats_sampling(tslab_t* a, tslab_stats_sampling_t* out) {
 
 TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t max) {
   if (!a || (!out && max)) return 0;
-  pthread_mutex_lock(&a->epoch_mu);
+  /* label_mu keeps advance from moving an era's counts into its label while
+   * we add the label's totals to its open eras' counts. */
+  pthread_mutex_lock(&a->label_mu);
+  uint32_t nlabels = atomic_load(&a->nlabels);
   size_t n = 0;
   for (uint32_t i = 0; i <= TSLAB_LABELS_MAX && n < max; i++) {
-    if (i == a->nlabels && i < TSLAB_LABELS_MAX) i = TSLAB_LABELS_MAX;
+    if (i == nlabels && i < TSLAB_LABELS_MAX) i = TSLAB_LABELS_MAX;
     tslab_label_entry_t* l = &a->labels[i];
     tslab_stats_label_t* o = &out[n];
     memset(o, 0, sizeof *o);
     memcpy(o->label, l->name, TSLAB_LABEL_MAX);
-    o->epochs_total = l->epochs;
-    o->allocations_total = l->allocs;
-    o->frees_total = l->frees;
-    o->cross_thread_frees_total = l->xfrees;
-    o->slow_path_total = l->slow;
-    uint64_t abytes = l->alloc_bytes, fbytes = l->free_bytes;
+    o->epochs_total = ld(&l->epochs);
+    o->allocations_total = ld(&l->allocs);
+    o->frees_total = ld(&l->frees);
+    o->cross_thread_frees_total = ld(&l->xfrees);
+    o->slow_path_total = ld(&l->slow);
+    uint64_t abytes = ld(&l->alloc_bytes), fbytes = ld(&l->free_bytes), live_extra = 0;
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-      tslab_epoch_slot_t* es = &a->ring[slot];
-      if (es->label_id != (int)i || TSLAB_STATE_ERA(atomic_load(&es->state)) == 0) continue;
+      tslab_epoch_slot_t* es = &a->slots[slot];
+      tslab_spin_lock(&es->mu);
+      bool mine = es->label_id == (int)i;
+      tslab_spin_unlock(&es->mu);
+      uint64_t st = atomic_load(&a->ring[slot].state);
+      if (!mine || TSLAB_STATE_ERA(st) == 0 || TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY) continue;
       tslab_stats_epoch_t e;
       uint64_t xf, sl;
       fill_epoch(a, slot, &e, &xf, &sl);
@@ -317,13 +488,13 @@ TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t
       o->frees_total += e.frees_total;
       o->cross_thread_frees_total += xf;
       o->slow_path_total += sl;
-      abytes += e.live_bytes;
+      live_extra += e.live_bytes;
       if (e.state == TSLAB_EPOCH_ACTIVE) o->open_epochs++;
     }
-    o->live_bytes = live_of(abytes, fbytes);
+    o->live_bytes = live_of(abytes, fbytes) + live_extra;
     if (i < TSLAB_LABELS_MAX || o->epochs_total) n++;
   }
-  pthread_mutex_unlock(&a->epoch_mu);
+  pthread_mutex_unlock(&a->label_mu);
   return n;
 }
 

@@ -1,11 +1,11 @@
 /* Thread caches: one per (thread, instance), found through a thread-local
- * table, owning slabs per (ring slot, class) bin. This file holds the
- * allocation slow path, notification of remote frees, detaching a slot's
- * slabs at epoch close, and flushing/abandoning caches at thread exit
- * (docs/ARCHITECTURE.md sections 3.2 and 5). */
-#include <sched.h>
+ * table, owning slabs per (ring slot, class) bin and a bump state per ring
+ * slot. This file holds the allocation slow paths (bin refill, block refill),
+ * registration as a user of an era, notification of remote frees, detaching
+ * a slot at epoch close, and flushing/abandoning caches at thread exit
+ * (docs/ARCHITECTURE.md sections 3, 6 and 7). It never calls the C library's
+ * allocator: its tables come from mmap. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -15,34 +15,51 @@ TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls_last;
 TSLAB_INTERNAL __thread char tslab_thread_tag;
 #endif
 
+/* A growable array in its own mapping. */
+typedef struct map_array {
+  void* items;
+  size_t len, cap, bytes;
+} map_array_t;
+
+static bool map_array_reserve(map_array_t* v, size_t item, size_t want) {
+  if (want <= v->cap) return true;
+  size_t cap = v->cap ? v->cap : 16;
+  while (cap < want) cap *= 2;
+  size_t bytes = cap * item;
+  void* n = tslab_os_map(bytes);
+  if (!n) return false;
+  if (v->items) {
+    memcpy(n, v->items, v->len * item);
+    tslab_os_unmap(v->items, v->bytes);
+  }
+  v->items = n;
+  v->cap = cap;
+  v->bytes = bytes;
+  return true;
+}
+
 /* This thread's other (instance, cache) pairs. */
-static __thread tslab_tls_entry_t* tls_extra;
-static __thread size_t tls_extra_len, tls_extra_cap;
+static __thread map_array_t tls_extra;
+/* The value of `destroyed` when this thread last dropped entries of
+ * destroyed instances from tls_extra. */
+static __thread uint64_t tls_pruned;
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
-/* Live instances by id, so that a thread exiting after an instance was
- * destroyed never touches its memory. */
+/* Live instances, so that a thread exiting after an instance was destroyed
+ * never touches its memory. `destroyed` counts destructions: threads prune
+ * their tables when it moved. */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static tslab_t** live_list;
-static size_t live_len, live_cap;
+static map_array_t live;
+static _Atomic uint64_t destroyed;
 
-TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a);
+static tslab_t** live_items(void) { return (tslab_t**)live.items; }
+
 TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a) {
   pthread_mutex_lock(&live_mu);
-  bool ok = true;
-  if (live_len == live_cap) {
-    size_t cap = live_cap ? live_cap * 2 : 16;
-    tslab_t** n = realloc(live_list, cap * sizeof *n);
-    if (n) {
-      live_list = n;
-      live_cap = cap;
-    } else {
-      ok = false;
-    }
-  }
-  if (ok) live_list[live_len++] = a;
+  bool ok = map_array_reserve(&live, sizeof(tslab_t*), live.len + 1);
+  if (ok) live_items()[live.len++] = a;
   pthread_mutex_unlock(&live_mu);
   return ok;
 }
@@ -50,27 +67,46 @@ TSLAB_INTERNAL bool tslab_instance_register(tslab_t* a) {
 /* For fork handling (src/fork.c): the live instances, under live_mu. */
 TSLAB_INTERNAL void tslab_live_lock(void) { pthread_mutex_lock(&live_mu); }
 TSLAB_INTERNAL void tslab_live_unlock(void) { pthread_mutex_unlock(&live_mu); }
-TSLAB_INTERNAL size_t tslab_live_count(void) { return live_len; }
-TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i) { return live_list[i]; }
+TSLAB_INTERNAL size_t tslab_live_count(void) { return live.len; }
+TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i) { return live_items()[i]; }
+
+static tslab_tls_entry_t* extra_items(void) { return (tslab_tls_entry_t*)tls_extra.items; }
 
 /* Is tc one of the calling thread's caches? */
 TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc) {
   if (tslab_tls_last.inst && tslab_tls_last.tc == tc) return true;
-  for (size_t i = 0; i < tls_extra_len; i++)
-    if (tls_extra[i].tc == tc) return true;
+  for (size_t i = 0; i < tls_extra.len; i++)
+    if (extra_items()[i].tc == tc) return true;
   return false;
 }
 
 static bool instance_alive_locked(tslab_t* a, uint64_t id) {
-  for (size_t i = 0; i < live_len; i++)
-    if (live_list[i] == a && a->id == id) return true;
+  for (size_t i = 0; i < live.len; i++)
+    if (live_items()[i] == a && a->id == id) return true;
   return false;
+}
+
+/* Drop the entries of destroyed instances from this thread's table, when an
+ * instance was destroyed since the last look (defect: the table grew with
+ * every short-lived instance a thread had used). */
+static void tls_prune(void) {
+  uint64_t d = atomic_load_explicit(&destroyed, memory_order_acquire);
+  if (d == tls_pruned) return;
+  pthread_mutex_lock(&live_mu);
+  size_t n = 0;
+  for (size_t i = 0; i < tls_extra.len; i++)
+    if (instance_alive_locked(extra_items()[i].inst, extra_items()[i].id)) extra_items()[n++] = extra_items()[i];
+  tls_extra.len = n;
+  if (tslab_tls_last.inst && !instance_alive_locked(tslab_tls_last.inst, tslab_tls_last.id))
+    tslab_tls_last.inst = NULL;
+  pthread_mutex_unlock(&live_mu);
+  tls_pruned = d;
 }
 
 /* ---- bins ---- */
 
 /* The bin lists are the owner's; statistics readers walk the ready list
- * (section 8), so the links are written with relaxed atomic stores. */
+ * (section 9), so the links are written with relaxed atomic stores. */
 #define LINK_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
 #define LINK_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
@@ -93,34 +129,32 @@ static void list_remove(tslab_run_t** head, tslab_run_t* s) {
   s->list = TSLAB_LIST_NONE;
 }
 
-/* ---- counting frees (docs/ARCHITECTURE.md section 8) ---- */
+/* ---- counting frees (docs/ARCHITECTURE.md section 9) ---- */
 
 /* A write section: statistics readers retry while seq is odd or moved. */
-static void bin_write_begin(tslab_bin_t* bin) {
+static void write_begin(_Atomic uint64_t* seq) {
 #if TSLAB_COUNTERS
-  atomic_store_explicit(&bin->seq, atomic_load_explicit(&bin->seq, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
+  atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
 #else
-  (void)bin;
+  (void)seq;
 #endif
 }
 
-static void bin_write_end(tslab_bin_t* bin) {
+static void write_end(_Atomic uint64_t* seq) {
 #if TSLAB_COUNTERS
-  atomic_store_explicit(&bin->seq, atomic_load_explicit(&bin->seq, memory_order_relaxed) + 1,
-                        memory_order_release);
+  atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1, memory_order_release);
 #else
-  (void)bin;
+  (void)seq;
 #endif
 }
 
-/* In a write section: s's pending local frees join the bin's count. */
-static void slab_fold(tslab_bin_t* bin, tslab_run_t* s) {
+/* In a write section: s's pending local frees join `frees`. */
+static void run_fold(_Atomic uint64_t* frees, tslab_run_t* s) {
   uint64_t u = atomic_load_explicit(&s->usage, memory_order_relaxed);
   if (u >> TSLAB_USED_BITS) {
     atomic_store_explicit(&s->usage, u & TSLAB_USED_MASK, memory_order_relaxed);
-    tslab_bump(&bin->frees, u >> TSLAB_USED_BITS);
+    tslab_bump(frees, u >> TSLAB_USED_BITS);
   }
 }
 
@@ -128,10 +162,10 @@ static void slab_fold(tslab_bin_t* bin, tslab_run_t* s) {
  * (or nobody) the current slab. The old one's pending frees join the bin's
  * count in the same section: it may be parked, where readers do not look. */
 static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
-  bin_write_begin(bin);
-  if (bin->cur) slab_fold(bin, bin->cur);
+  write_begin(&bin->seq);
+  if (bin->cur) run_fold(&bin->frees, bin->cur);
   LINK_STORE(bin->cur, s);
-  bin_write_end(bin);
+  write_end(&bin->seq);
 }
 
 /* Owner, or the closer as above: replace the set-aside slots of the current
@@ -140,25 +174,40 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
 static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
   int64_t delta = (int64_t)__builtin_popcountll(mask) - (int64_t)__builtin_popcountll(old);
-  bin_write_begin(bin);
+  write_begin(&bin->seq);
   if (bin->cur) {
-    slab_fold(bin, bin->cur); /* bounds the pending count of a slab that stays current */
+    run_fold(&bin->frees, bin->cur); /* bounds the pending count of a slab that stays current */
     tslab_slab_used_add(bin->cur, delta);
   }
   tslab_bump(&bin->taken, (uint64_t)delta);
-  atomic_store_explicit(&bin->mask, mask, memory_order_relaxed);
-  bin_write_end(bin);
+  atomic_store_explicit(&bin->mask, mask, memory_order_release);
+  write_end(&bin->seq);
 }
 
 /* Owner: move s off list `from` and/or onto list `to` (either may be NULL)
  * in one write section. A slab hands its pending frees over as it moves:
  * parked slabs are not walked, and a fold is cheap next to a list change. */
 static void bin_list_move(tslab_bin_t* bin, tslab_run_t** from, tslab_run_t** to, tslab_run_t* s, uint8_t which) {
-  bin_write_begin(bin);
-  slab_fold(bin, s);
+  write_begin(&bin->seq);
+  run_fold(&bin->frees, s);
   if (from) list_remove(from, s);
   if (to) list_push(to, s, which);
-  bin_write_end(bin);
+  write_end(&bin->seq);
+}
+
+/* The pending frees of a list a reader walks, or false when the list
+ * changed under the walk (seq moved) or looped. */
+static bool walk_pending(tslab_run_t* s, _Atomic uint64_t* seqp, uint64_t seq, uint64_t* f) {
+  /* WALK_MAX: more runs than granules in the largest reservation (1 TiB)
+   * means the walk went round a list changed under it. */
+  enum { CHECK_EVERY = 64, WALK_MAX = 1u << 26 };
+  uint32_t n = 0;
+  for (; s; s = LINK_LOAD(s->bin_next)) {
+    *f += tslab_slab_pending(s);
+    if (++n % CHECK_EVERY == 0 && (atomic_load_explicit(seqp, memory_order_acquire) != seq || n >= WALK_MAX))
+      return false;
+  }
+  return true;
 }
 
 #if TSLAB_COUNTERS
@@ -166,26 +215,17 @@ static void bin_list_move(tslab_bin_t* bin, tslab_run_t** from, tslab_run_t** to
  * of its current and ready slabs, or of the current slab only when `walk`
  * is false) and allocations. False when the owner changed the bin meanwhile. */
 static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t* frees) {
-  /* WALK_MAX: more slabs than granules in the largest reservation (1 TiB)
-   * means the walk went round a list changed under it. */
-  enum { CHECK_EVERY = 64, WALK_MAX = 1u << 26 };
   uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
   if (seq & 1) return false;
   uint64_t f = atomic_load_explicit(&bin->frees, memory_order_relaxed);
   tslab_run_t* cur = LINK_LOAD(bin->cur);
   if (cur) f += tslab_slab_pending(cur);
-  if (walk) {
-    uint32_t n = 0;
-    for (tslab_run_t* s = LINK_LOAD(bin->ready); s; s = LINK_LOAD(s->bin_next)) {
-      f += tslab_slab_pending(s);
-      /* A list changed under the walk can be cut short or even loop. */
-      if (++n % CHECK_EVERY == 0 && (atomic_load_explicit(&bin->seq, memory_order_acquire) != seq || n >= WALK_MAX))
-        return false;
-    }
-  }
-  /* The mask last: allocations read after the frees cover every slot freed. */
-  uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_relaxed);
-  uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+  if (walk && !walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f)) return false;
+  /* Frees first, then `taken`, then the mask: every free read has its
+   * allocation counted (section 9), and a slot a free put back into the mask
+   * is never counted twice (the free writes the mask before `taken`). */
+  uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_acquire);
+  uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_acquire);
   atomic_thread_fence(memory_order_acquire);
   if (atomic_load_explicit(&bin->seq, memory_order_relaxed) != seq) return false;
   *allocs = taken - (uint64_t)__builtin_popcountll(mask);
@@ -194,27 +234,63 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
 }
 #endif
 
+/* Never report less than before (readers serialise on the cache mutex). */
+static uint64_t monotone(_Atomic uint64_t* reported, uint64_t v) {
+  uint64_t seen = atomic_load_explicit(reported, memory_order_relaxed);
+  if (v < seen) return seen;
+  atomic_store_explicit(reported, v, memory_order_relaxed);
+  return v;
+}
+
 TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees) {
 #if TSLAB_COUNTERS
   /* A walk that keeps failing (a long ready list under an owner busy in its
    * slow path) gives way to a short read, which leaves out pending frees of
-   * ready slabs: a lower bound. The bin remembers the highest count it
-   * reported, so counts never go backwards. */
+   * ready slabs: a lower bound, kept monotone. */
   enum { WALKS = 8 };
-  uint64_t f = 0;
+  uint64_t al = 0, f = 0;
   for (unsigned tries = 0;; tries++) {
-    if (bin_try_read(bin, tries < WALKS, allocs, &f)) break;
+    if (bin_try_read(bin, tries < WALKS, &al, &f)) break;
     if (tries > 64) sched_yield();
   }
-  uint64_t seen = atomic_load_explicit(&bin->frees_reported, memory_order_relaxed);
-  if (f < seen) f = seen;
-  atomic_store_explicit(&bin->frees_reported, f, memory_order_relaxed);
-  *frees = f;
+  *frees = monotone(&bin->frees_reported, f);
+  *allocs = monotone(&bin->allocs_reported, al);
 #else
-  /* Counters compiled out: `taken` and `frees` are not kept. */
   (void)bin;
   *allocs = *frees = 0;
 #endif
+}
+
+TSLAB_INTERNAL void tslab_slot_blocks_read(tslab_slot_cache_t* sc, uint64_t* allocs, uint64_t* frees,
+                                           uint64_t* alloc_bytes, uint64_t* free_bytes) {
+  for (unsigned tries = 0;; tries++) {
+    if (tries > 64) sched_yield();
+    uint64_t seq = atomic_load_explicit(&sc->seq, memory_order_acquire);
+    if (seq & 1) continue;
+    uint64_t f = atomic_load_explicit(&sc->bfrees, memory_order_relaxed);
+    uint64_t fb = atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed);
+    tslab_run_t* blk = LINK_LOAD(sc->blk);
+    if (blk) f += tslab_slab_pending(blk);
+    if (!walk_pending(LINK_LOAD(sc->full), &sc->seq, seq, &f)) continue;
+    uint64_t al = atomic_load_explicit(&sc->ballocs, memory_order_relaxed);
+    uint64_t ab = atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
+    if (blk) {
+      uint8_t* top = __atomic_load_n(&sc->top, __ATOMIC_RELAXED);
+      al += tslab_block_objects(blk, (uint32_t)((size_t)(top - blk->start) >> TSLAB_UNIT_SHIFT));
+      ab += (uint64_t)(top - blk->start);
+    }
+    for (tslab_run_t* b = LINK_LOAD(sc->full); b; b = LINK_LOAD(b->bin_next)) {
+      al += tslab_block_objects(b, b->bumped);
+      ab += (uint64_t)b->bumped << TSLAB_UNIT_SHIFT;
+    }
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&sc->seq, memory_order_relaxed) != seq) continue;
+    *allocs = al;
+    *frees = f;
+    *alloc_bytes = ab;
+    *free_bytes = fb;
+    return;
+  }
 }
 
 static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
@@ -228,10 +304,11 @@ static void notify_unlink_locked(tslab_tcache_t* tc, tslab_run_t* s) {
   atomic_store_explicit(&s->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
 }
 
-/* Owner: take s out of its bin for good (it is being retired). A notifier
- * queues a slab only by turning ARMED into QUEUED under this cache's mutex,
- * so the mutex is needed only when that may have happened. */
-TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin, tslab_run_t* s) {
+/* Owner: take slab s out of its bin for good (it is being retired). A
+ * notifier queues a slab only by turning ARMED into QUEUED under this
+ * cache's mutex, so the mutex is needed only when that may have happened. */
+TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_run_t* s) {
+  tslab_bin_t* bin = s->bin;
   if (s->list == TSLAB_LIST_CUR)
     bin_set_cur(bin, NULL);
   else if (s->list == TSLAB_LIST_READY)
@@ -247,64 +324,6 @@ TSLAB_INTERNAL void tslab_tcache_unlink_run(tslab_tcache_t* tc, tslab_bin_t* bin
     notify_unlink_locked(tc, s);
     pthread_mutex_unlock(&tc->mu);
   }
-  atomic_store_explicit(&s->owner, NULL, memory_order_release);
-}
-
-/* Pooled policy: keep an empty slab that left its era for this cache's next
- * slab of the class, while the cache keeps at most pool_resident_max bytes
- * of them. Any thread may call it (closer, detached frees, the owner). */
-TSLAB_INTERNAL bool tslab_tcache_spare_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
-  size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
-  bool kept = false;
-  pthread_mutex_lock(&tc->mu);
-  if (tc->spare_bytes + bytes <= a->config.pool_resident_max) {
-    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    atomic_store_explicit(&s->mode, TSLAB_DETACHED, memory_order_relaxed);
-    s->list = TSLAB_LIST_SPARE;
-    s->heap_next = atomic_load_explicit(&tc->spare[s->cls], memory_order_relaxed);
-    atomic_store_explicit(&tc->spare[s->cls], s, memory_order_relaxed);
-    tc->spare_bytes += bytes;
-    atomic_fetch_add_explicit(&a->spare_slabs, 1, memory_order_relaxed);
-    kept = true;
-  }
-  pthread_mutex_unlock(&tc->mu);
-  return kept;
-}
-
-/* Owner: an empty slab of class cls kept by this cache, or NULL. */
-TSLAB_INTERNAL tslab_run_t* tslab_tcache_spare_pop(tslab_t* a, tslab_tcache_t* tc, uint32_t cls) {
-  if (!atomic_load_explicit(&tc->spare[cls], memory_order_relaxed)) return NULL;
-  pthread_mutex_lock(&tc->mu);
-  tslab_run_t* s = atomic_load_explicit(&tc->spare[cls], memory_order_relaxed);
-  if (s) {
-    atomic_store_explicit(&tc->spare[cls], s->heap_next, memory_order_relaxed);
-    s->heap_next = NULL;
-    tc->spare_bytes -= (size_t)s->granules << TSLAB_GRANULE_SHIFT;
-    atomic_fetch_sub_explicit(&a->spare_slabs, 1, memory_order_relaxed);
-  }
-  pthread_mutex_unlock(&tc->mu);
-  return s;
-}
-
-/* The cache's spares go back to the heap (thread exit, flush). */
-static void spares_to_heap(tslab_t* a, tslab_tcache_t* tc) {
-  tslab_run_t* list = NULL;
-  pthread_mutex_lock(&tc->mu);
-  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-    tslab_run_t* s = atomic_load_explicit(&tc->spare[c], memory_order_relaxed);
-    while (s) {
-      tslab_run_t* next = s->heap_next;
-      s->list = TSLAB_LIST_NONE;
-      s->heap_next = list;
-      list = s;
-      atomic_fetch_sub_explicit(&a->spare_slabs, 1, memory_order_relaxed);
-      s = next;
-    }
-    atomic_store_explicit(&tc->spare[c], NULL, memory_order_relaxed);
-  }
-  tc->spare_bytes = 0;
-  pthread_mutex_unlock(&tc->mu);
-  if (list) tslab_heap_retire_list(a, list, false);
 }
 
 /* Owner: a parked slab has free slots again. */
@@ -318,8 +337,8 @@ TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s) {
   pthread_mutex_lock(&tc->mu);
   uint32_t expected = TSLAB_NOTIFY_ARMED;
   if (atomic_load_explicit(&s->owner, memory_order_relaxed) == tc &&
-      atomic_compare_exchange_strong_explicit(&s->notify, &expected, TSLAB_NOTIFY_QUEUED,
-                                              memory_order_seq_cst, memory_order_relaxed)) {
+      atomic_compare_exchange_strong_explicit(&s->notify, &expected, TSLAB_NOTIFY_QUEUED, memory_order_seq_cst,
+                                              memory_order_relaxed)) {
     s->notify_prev = NULL;
     s->notify_next = tc->notify_head;
     if (tc->notify_head) tc->notify_head->notify_prev = s;
@@ -329,15 +348,127 @@ TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s) {
   pthread_mutex_unlock(&tc->mu);
 }
 
+/* ---- blocks of a slot ---- */
+
+/* Owner (or the closer, owner quiescent): the bumping block stops bumping
+ * and joins the slot's full list. */
+static void slot_stop_block(tslab_slot_cache_t* sc) {
+  tslab_run_t* b = sc->blk;
+  if (!b) return;
+  write_begin(&sc->seq);
+  tslab_block_stop(b, sc->top);
+  list_push(&sc->full, b, TSLAB_LIST_FULL);
+  LINK_STORE(sc->blk, NULL);
+  __atomic_store_n(&sc->top, NULL, __ATOMIC_RELAXED);
+  sc->end = sc->base = NULL;
+  write_end(&sc->seq);
+}
+
+/* Owner: a block that stopped bumping drained: its counts move to the slot,
+ * and it goes to the cache's hot reserve or the heap. */
+static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_run_t* b) {
+  write_begin(&sc->seq);
+  run_fold(&sc->bfrees, b);
+  list_remove(&sc->full, b);
+  tslab_bump(&sc->ballocs, tslab_block_objects(b, b->bumped));
+  tslab_bump(&sc->bbytes_alloc, (uint64_t)b->bumped << TSLAB_UNIT_SHIFT);
+  tslab_bump(&sc->bbytes_free, (uint64_t)b->bumped << TSLAB_UNIT_SHIFT);
+  write_end(&sc->seq);
+  if (tslab_block_keep(a, tc, b)) {
+    uint64_t era = atomic_load_explicit(&b->era, memory_order_relaxed);
+    tslab_era_count_run(a, era, -1, -(int64_t)TSLAB_BLOCK_BYTES);
+    atomic_fetch_sub_explicit(&a->cls_slabs[TSLAB_CLASSES], 1, memory_order_relaxed);
+  } else {
+    tslab_run_retire(a, b);
+  }
+}
+
+/* Owner, in its busy window with era ACTIVE: the cache takes memory for the
+ * era in this slot for the first time: register as a user of the era and
+ * re-read its state (7.2). */
+TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_slot_cache_t* sc = &tc->slots[slot];
+  tslab_epoch_slot_t* es = &a->slots[slot];
+  TSLAB_ASSERT(atomic_load_explicit(&sc->era, memory_order_relaxed) == 0);
+  tslab_tcache_t* u = atomic_load_explicit(&es->user, memory_order_seq_cst);
+  if (u != tc) {
+    u = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&es->user, &u, tc, memory_order_seq_cst, memory_order_seq_cst) &&
+        u != tc)
+      atomic_store_explicit(&es->multi, 1, memory_order_seq_cst);
+  }
+  if (!tslab_era_active(a, era)) return TSLAB_ERR_EPOCH_CLOSED;
+  sc->budget = era == 1 ? 0 : a->config.block_budget;
+  sc->classes[0] = sc->classes[1] = 0;
+  atomic_store_explicit(&sc->era, era, memory_order_relaxed);
+  return TSLAB_OK;
+}
+
+/* Bump an object of `size` bytes out of the slot's block; NULL when it does
+ * not fit. Objects in blocks are 16-byte aligned; larger alignments go to
+ * class slabs, so blocks never hold alignment gaps. */
+static void* bump(tslab_slot_cache_t* sc, size_t size) {
+  uint8_t* top = sc->top;
+  size_t sz = (size + 15) & ~(size_t)15;
+  if (sz > (size_t)(sc->end - top)) return NULL;
+  size_t u = (size_t)(top - sc->base) >> TSLAB_UNIT_SHIFT, e = u + (sz >> TSLAB_UNIT_SHIFT);
+  atomic_store_explicit(&sc->bits[2 * (u >> 6)],
+                        atomic_load_explicit(&sc->bits[2 * (u >> 6)], memory_order_relaxed) | (1ull << (u & 63)),
+                        memory_order_relaxed);
+  atomic_store_explicit(&sc->starts[e >> 6],
+                        atomic_load_explicit(&sc->starts[e >> 6], memory_order_relaxed) | (1ull << (e & 63)),
+                        memory_order_relaxed);
+  __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
+  return top;
+}
+
+TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t era, size_t size, size_t align,
+                                       int* status) {
+  tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+  if (align > 16) return NULL;
+  void* p = bump(sc, size);
+  if (p) return p;
+  if (size > TSLAB_BLOCK_OBJ_MAX || sc->budget < TSLAB_BLOCK_BYTES) return NULL;
+  tslab_bump(&sc->bslow, 1);
+  slot_stop_block(sc);
+  /* A stopped block whose objects were all freed already goes back now. */
+  for (tslab_run_t *b = sc->full, *next; b; b = next) {
+    next = b->bin_next;
+    tslab_slab_collect(a, b);
+    if (tslab_slab_used(b) == 0) slot_drop_block(a, tc, sc, b);
+  }
+  tslab_run_t* b = tslab_block_take(a, tc, era);
+  if (!b) {
+    *status = TSLAB_ERR_OUT_OF_MEMORY;
+    return NULL;
+  }
+  sc->budget -= TSLAB_BLOCK_BYTES;
+  write_begin(&sc->seq);
+  sc->base = b->start;
+  sc->end = b->start + TSLAB_BLOCK_BYTES;
+  sc->bits = b->bits;
+  sc->starts = b->starts;
+  __atomic_store_n(&sc->top, b->start, __ATOMIC_RELAXED);
+  LINK_STORE(sc->blk, b);
+  write_end(&sc->seq);
+  return bump(sc, size);
+}
+
+/* ---- bins: refill ---- */
+
 /* Owner, in its busy window: a slab of an ACTIVE era got remote frees or
  * emptied; put it where it belongs. */
-static void settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
-  tslab_bin_t* bin = s->bin;
+TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
   if (tslab_slab_used(s) == 0 && s->list != TSLAB_LIST_CUR) {
-    tslab_tcache_unlink_run(tc, bin, s);
-    tslab_slab_retire(a, s);
+    if (s->list == TSLAB_LIST_FULL) {
+      slot_drop_block(a, tc, &tc->slots[atomic_load_explicit(&s->era, memory_order_relaxed) & a->ring_mask], s);
+      return;
+    }
+    tslab_tcache_unlink_run(tc, s);
+    tslab_run_retire(a, s);
   } else if (s->list == TSLAB_LIST_PARKED && tslab_slab_used(s) < s->capacity) {
-    tslab_tcache_ready(bin, s);
+    tslab_tcache_ready(s->bin, s);
   }
 }
 
@@ -356,10 +487,9 @@ static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
     tslab_run_t* s = list;
     list = s->notify_next;
     s->notify_next = s->notify_prev = NULL;
-    uint64_t era = atomic_load_explicit(&s->era, memory_order_relaxed);
-    if (tslab_epoch_state(a, era) != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE)) continue;
-    tslab_slab_collect(s, a);
-    settle(a, tc, s);
+    if (!tslab_era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed))) continue;
+    tslab_slab_collect(a, s);
+    tslab_tcache_settle(a, tc, s);
   }
 }
 
@@ -380,17 +510,16 @@ static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
 }
 
 /* Owner: set aside the free slots of the next bitmap word of the current
- * slab that has any, scanning round from where the last one was taken (frees
- * do not move the cursor back: the wrap-around finds them). The slots stay
- * free in the bitmap until handed out, so dropping a mask (detach, flush)
- * only gives back their count. */
+ * slab that has any, scanning round from where the last one was taken. The
+ * slots stay free in the bitmap until handed out, so dropping a mask only
+ * gives back their count. */
 static bool take_word(tslab_bin_t* bin) {
   tslab_run_t* s = bin->cur;
   for (uint32_t i = 0, w = s->hint; i < s->words; i++, w = w + 1 == s->words ? 0 : w + 1) {
-    uint64_t avail = ~atomic_load_explicit(&s->alloc[w], memory_order_relaxed);
+    uint64_t avail = ~atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed);
     if (avail) {
       bin->base = s->start + (size_t)w * 64 * s->obj_size;
-      bin->word = &s->alloc[w];
+      bin->word = &s->bits[2 * w];
       bin_set_mask(bin, avail);
       s->hint = w + 1 == s->words ? 0 : w + 1;
       return true;
@@ -399,17 +528,17 @@ static bool take_word(tslab_bin_t* bin) {
   return false;
 }
 
-/* Allocation slow path, in the busy window with `era` ACTIVE and the bin's
- * mask empty: the next word of the current slab, then its remote frees, then
- * notified slabs, then ready slabs, then a new slab from the heap. */
+/* Allocation slow path, in the busy window with `era` ACTIVE and claimed,
+ * and the bin's mask empty: the next word of the current slab, then its
+ * remote frees, then notified slabs, then ready slabs, then a new slab. */
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
   tslab_bump(&bin->slow, 1);
-  tslab_bin_claim(a, tc, bin, era);
+  tc->slots[era & a->ring_mask].classes[bin->cls >> 6] |= 1ull << (bin->cls & 63);
   if (bin->cur && take_word(bin)) goto done;
-  if (bin->cur && tslab_slab_collect(bin->cur, a) > 0 && take_word(bin)) goto done;
+  if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
   drain_notifications(a, tc);
   if (bin->cur && take_word(bin)) goto done;
   while (bin->ready) {
@@ -417,7 +546,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
      * arming puts it straight back on the ready list if frees raced in. */
     tslab_run_t* s = bin->ready;
     bin_list_move(bin, &bin->ready, NULL, s, TSLAB_LIST_NONE);
-    tslab_slab_collect(s, a);
+    tslab_slab_collect(a, s);
     make_current(bin, s);
     if (take_word(bin)) goto done;
   }
@@ -434,55 +563,67 @@ done:
   return ok;
 }
 
-/* ---- epoch close: detach a slot's slabs ---- */
+/* ---- epoch close: detach a slot ---- */
+
+static void detach_push(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_run_t** detached) {
+  notify_unlink_locked(tc, s);
+  s->detach_delta = tslab_run_detach(a, s);
+  LINK_STORE(s->bin_next, *detached);
+  *detached = s;
+}
 
 static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_run_t** detached) {
   while (s) {
-    tslab_run_t* next = s->bin_next;
-    notify_unlink_locked(tc, s);
-    s->detach_delta = tslab_slab_detach(a, s);
-    LINK_STORE(s->bin_next, *detached);
-    *detached = s;
+    tslab_run_t* next = LINK_LOAD(s->bin_next);
+    detach_push(a, tc, s, detached);
     s = next;
   }
 }
 
-/* Closer, with tc quiescent for `era` (section 6.1 step 4a): detach the
- * slot's slabs onto the closer's list. */
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
                                              tslab_run_t** detached, tslab_fold_t* sum) {
+  tslab_slot_cache_t* sc = &tc->slots[slot];
+  if (atomic_load_explicit(&sc->era, memory_order_relaxed) != era) return;
   tslab_fold_t mine = {0};
-  pthread_mutex_lock(&tc->mu);
-  uint64_t* used = tc->slot_classes[slot];
   for (uint32_t word = 0; word < 2; word++) {
-    for (uint64_t m = used[word]; m; m &= m - 1) {
+    for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
-      if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
-      for (tslab_run_t* s = bin->ready; s; s = s->bin_next) slab_fold(bin, s);
-      if (cur) {
-        LINK_STORE(cur->bin_next, NULL);
-        detach_list(a, tc, cur, detached);
-      }
+      write_begin(&bin->seq);
+      for (tslab_run_t* s = bin->ready; s; s = s->bin_next) run_fold(&bin->frees, s);
+      write_end(&bin->seq);
+      if (cur) detach_push(a, tc, cur, detached);
       tslab_run_t* ready = bin->ready;
       LINK_STORE(bin->ready, NULL);
       detach_list(a, tc, ready, detached);
       detach_list(a, tc, bin->parked, detached);
       bin->parked = NULL;
-      tslab_epoch_fold_bin(a, bin, c, &mine);
-      atomic_store_explicit(&bin->era, 0, memory_order_relaxed);
+      tslab_epoch_fold_bin(a, tc, bin, c, &mine);
     }
-    used[word] = 0;
+    sc->classes[word] = 0;
   }
-  pthread_mutex_unlock(&tc->mu);
-  if (!mine.allocs && !mine.frees && !mine.slow) return;
-  atomic_fetch_add_explicit(&tc->folded_allocs, mine.allocs, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_frees, mine.frees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_xfrees, mine.xfrees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&tc->folded_slow, mine.slow, memory_order_relaxed);
+  /* Blocks: their objects and local frees join the slot's counts; the bytes
+   * still live are read after the detach collected the remote frees, so the
+   * era's byte counts hold exactly what stays live (later frees add theirs). */
+  slot_stop_block(sc);
+  write_begin(&sc->seq);
+  tslab_run_t* full = sc->full;
+  LINK_STORE(sc->full, NULL);
+  for (tslab_run_t *b = full, *next; b; b = next) {
+    next = LINK_LOAD(b->bin_next);
+    run_fold(&sc->bfrees, b);
+    tslab_bump(&sc->ballocs, tslab_block_objects(b, b->bumped));
+    detach_push(a, tc, b, detached);
+    uint64_t bytes = (uint64_t)b->bumped << TSLAB_UNIT_SHIFT;
+    tslab_bump(&sc->bbytes_alloc, bytes);
+    tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b));
+  }
+  write_end(&sc->seq);
+  tslab_epoch_fold_blocks(a, tc, sc, &mine);
+  atomic_store_explicit(&sc->era, 0, memory_order_relaxed);
   sum->allocs += mine.allocs;
   sum->frees += mine.frees;
   sum->xfrees += mine.xfrees;
@@ -504,11 +645,15 @@ TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc) {
 
 /* Fork child: a thread that vanished inside a statistics write section
  * would leave readers waiting for it forever; close its sections. */
+static void end_section(_Atomic uint64_t* seq) {
+  uint64_t v = atomic_load_explicit(seq, memory_order_relaxed);
+  if (v & 1) atomic_store_explicit(seq, v + 1, memory_order_release);
+}
+
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc) {
-  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) {
-    uint64_t seq = atomic_load_explicit(&tc->bins[i].seq, memory_order_relaxed);
-    if (seq & 1) atomic_store_explicit(&tc->bins[i].seq, seq + 1, memory_order_release);
-  }
+  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) end_section(&tc->bins[i].seq);
+  for (uint32_t i = 0; i < a->ring_size; i++) end_section(&tc->slots[i].seq);
+  end_section(&tc->busy);
 }
 
 static void thread_exit(void* arg);
@@ -517,7 +662,15 @@ static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static size_t tcache_bytes(tslab_t* a) {
   return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t) +
-         (size_t)a->ring_size * sizeof(uint64_t[2]);
+         (size_t)a->ring_size * sizeof(tslab_slot_cache_t);
+}
+
+/* A new thread's counts start at zero: what an adopted cache counted for
+ * the thread that left it stays in the instance's totals. */
+static void adopt_counts(tslab_t* a, tslab_tcache_t* tc) {
+  pthread_mutex_lock(&tc->mu);
+  tslab_tcache_sum(a, tc, &tc->adopted);
+  pthread_mutex_unlock(&tc->mu);
 }
 
 static tslab_tcache_t* tcache_acquire(tslab_t* a) {
@@ -526,13 +679,14 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
   if (tc) {
     a->abandoned = tc->abandoned_next;
     tc->abandoned_next = NULL;
+    adopt_counts(a, tc);
   } else {
     size_t bytes = tcache_bytes(a);
     tc = (tslab_tcache_t*)tslab_os_map(bytes);
     if (tc) {
       tc->bytes = bytes;
       tc->inst = a;
-      tc->slot_classes = (uint64_t(*)[2])(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
+      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         for (uint32_t slot = 0; slot < a->ring_size; slot++) {
           tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
@@ -541,8 +695,10 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
         }
       }
       pthread_mutex_init(&tc->mu, NULL);
-      tc->reg_next = a->caches;
-      a->caches = tc;
+      /* Append-only list read without the mutex: publish with release. */
+      atomic_store_explicit(&tc->reg_next, atomic_load_explicit(&a->caches, memory_order_relaxed),
+                            memory_order_relaxed);
+      atomic_store_explicit(&a->caches, tc, memory_order_release);
       atomic_fetch_add_explicit(&a->ncaches, 1, memory_order_relaxed);
     }
   }
@@ -555,43 +711,41 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
 }
 
 /* Make (a, tc) the thread's most recent pair, keeping the previous one in
- * the array unless its instance was destroyed. */
+ * the table unless its instance was destroyed. */
 static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
+  tls_prune();
   tslab_tls_entry_t* e = &tslab_tls_last;
   if (e->inst) {
-    pthread_mutex_lock(&live_mu);
-    bool alive = instance_alive_locked(e->inst, e->id);
-    pthread_mutex_unlock(&live_mu);
-    if (alive) {
-      if (tls_extra_len == tls_extra_cap) {
-        size_t cap = tls_extra_cap ? tls_extra_cap * 2 : 8;
-        tslab_tls_entry_t* n = realloc(tls_extra, cap * sizeof *n);
-        if (!n) return false;
-        tls_extra = n;
-        tls_extra_cap = cap;
-      }
-      tls_extra[tls_extra_len++] = *e;
-    }
+    if (!map_array_reserve(&tls_extra, sizeof(tslab_tls_entry_t), tls_extra.len + 1)) return false;
+    extra_items()[tls_extra.len++] = *e;
   }
   *e = (tslab_tls_entry_t){a, a->id, tc};
   return true;
 }
 
-TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_find(tslab_t* a) {
   if (!a) return NULL;
-  for (size_t i = 0; i < tls_extra_len; i++) {
-    if (tls_extra[i].inst == a && tls_extra[i].id == a->id) {
-      tslab_tls_entry_t hit = tls_extra[i];
+  if (tslab_tls_last.inst == a && tslab_tls_last.id == a->id) return tslab_tls_last.tc;
+  for (size_t i = 0; i < tls_extra.len; i++) {
+    tslab_tls_entry_t* x = &extra_items()[i];
+    if (x->inst == a && x->id == a->id) {
+      tslab_tls_entry_t hit = *x;
       if (tslab_tls_last.inst)
-        tls_extra[i] = tslab_tls_last;
+        *x = tslab_tls_last;
       else
-        tls_extra[i] = tls_extra[--tls_extra_len];
+        *x = extra_items()[--tls_extra.len];
       tslab_tls_last = hit;
       return hit.tc;
     }
   }
+  return NULL;
+}
+
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
+  tslab_tcache_t* tc = tslab_tcache_find(a);
+  if (tc || !a) return tc;
   pthread_once(&exit_once, make_exit_key);
-  tslab_tcache_t* tc = tcache_acquire(a);
+  tc = tcache_acquire(a);
   if (!tc) return NULL;
   if (!tls_remember(a, tc)) {
     pthread_mutex_lock(&a->reg_mu);
@@ -603,36 +757,43 @@ TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
   return tc;
 }
 
-/* Owner: collect every owned slab of active eras and give empty ones back. */
+/* Owner: collect every owned run of active eras and give empty ones back;
+ * spare blocks go back to the heap first (section 6). */
 static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
-  spares_to_heap(a, tc);
+  tslab_block_release_reserve(a, tc, false);
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    tslab_slot_cache_t* sc = &tc->slots[slot];
     tslab_busy_enter(tc);
-    uint64_t st = atomic_load_explicit(&a->ring[slot].state, memory_order_acquire);
-    if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE) {
-      uint64_t era = TSLAB_STATE_ERA(st);
+    uint64_t era = atomic_load_explicit(&sc->era, memory_order_relaxed);
+    if (era && tslab_era_active(a, era)) {
       drain_notifications(a, tc);
-      for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
-        if (atomic_load_explicit(&bin->era, memory_order_relaxed) != era) continue;
-        tslab_run_t* lists[2] = {bin->ready, bin->parked};
-        for (int l = 0; l < 2; l++) {
-          for (tslab_run_t* s = lists[l]; s;) {
-            tslab_run_t* next = s->bin_next;
-            tslab_slab_collect(s, a);
-            settle(a, tc, s);
-            s = next;
+      for (uint32_t word = 0; word < 2; word++) {
+        for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
+          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+          tslab_run_t* lists[2] = {bin->ready, bin->parked};
+          for (int l = 0; l < 2; l++) {
+            for (tslab_run_t* s = lists[l]; s;) {
+              tslab_run_t* next = s->bin_next;
+              tslab_slab_collect(a, s);
+              tslab_tcache_settle(a, tc, s);
+              s = next;
+            }
+          }
+          bin_set_mask(bin, 0);
+          tslab_run_t* cur = bin->cur;
+          if (cur) {
+            tslab_slab_collect(a, cur);
+            if (tslab_slab_used(cur) == 0) {
+              tslab_tcache_unlink_run(tc, cur);
+              tslab_run_retire(a, cur);
+            }
           }
         }
-        bin_set_mask(bin, 0);
-        tslab_run_t* cur = bin->cur;
-        if (cur) {
-          tslab_slab_collect(cur, a);
-          if (tslab_slab_used(cur) == 0) {
-            tslab_tcache_unlink_run(tc, bin, cur);
-            tslab_slab_retire(a, cur);
-          }
-        }
+      }
+      for (tslab_run_t *b = sc->full, *next; b; b = next) {
+        next = b->bin_next;
+        tslab_slab_collect(a, b);
+        if (tslab_slab_used(b) == 0) slot_drop_block(a, tc, sc, b);
       }
     }
     tslab_busy_exit(tc);
@@ -662,35 +823,47 @@ static void thread_exit(void* arg) {
   (void)arg;
   pthread_mutex_lock(&live_mu);
   abandon_entry(&tslab_tls_last);
-  for (size_t i = 0; i < tls_extra_len; i++) abandon_entry(&tls_extra[i]);
+  for (size_t i = 0; i < tls_extra.len; i++) abandon_entry(&extra_items()[i]);
   pthread_mutex_unlock(&live_mu);
-  free(tls_extra);
-  tls_extra = NULL;
-  tls_extra_len = tls_extra_cap = 0;
+  if (tls_extra.items) tslab_os_unmap(tls_extra.items, tls_extra.bytes);
+  tls_extra = (map_array_t){0};
 }
 
 /* tslab_destroy: the instance stops being live for exiting threads. */
 TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a) {
   pthread_mutex_lock(&live_mu);
-  for (size_t i = 0; i < live_len; i++) {
-    if (live_list[i] == a) {
-      live_list[i] = live_list[--live_len];
+  for (size_t i = 0; i < live.len; i++) {
+    if (live_items()[i] == a) {
+      live_items()[i] = live_items()[--live.len];
       break;
     }
   }
+  atomic_fetch_add_explicit(&destroyed, 1, memory_order_release);
   pthread_mutex_unlock(&live_mu);
   if (tslab_tls_last.inst == a) tslab_tls_last.inst = NULL;
 }
 
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a) {
-  tslab_tcache_t* tc = a->caches;
+  tslab_tcache_t* tc = tslab_cache_first(a);
   while (tc) {
-    tslab_tcache_t* next = tc->reg_next;
+    tslab_tcache_t* next = tslab_cache_next(tc);
     pthread_mutex_destroy(&tc->mu);
     tslab_os_unmap(tc, tc->bytes);
     tc = next;
   }
-  a->caches = a->abandoned = NULL;
+  atomic_store(&a->caches, NULL);
+  a->abandoned = NULL;
+}
+
+TSLAB_API size_t tslab_reserve_release(tslab_t* a) {
+  if (!a) {
+    tslab_set_error(TSLAB_ERR_INVALID_ARGUMENT);
+    return 0;
+  }
+  size_t released = 0;
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    released += tslab_block_release_reserve(a, tc, true);
+  return released + tslab_heap_release_pool(a);
 }
 
 /* ---- checking ---- */
@@ -704,37 +877,51 @@ static size_t check_list(tslab_tcache_t* tc, tslab_run_t* s, uint8_t which, uint
                          char* report, size_t cap) {
   size_t bad = 0;
   for (; s; s = s->bin_next) {
-    if (s->list != which) REPORT("slab %p is in list %d but says %d", (void*)s->start, which, s->list);
-    if (atomic_load(&s->owner) != tc) REPORT("slab %p in a bin is owned by another cache", (void*)s->start);
-    if (atomic_load(&s->era) != era || s->cls != cls) REPORT("slab %p is in the wrong bin", (void*)s->start);
-    if (atomic_load(&s->kind) != TSLAB_RUN_SLAB)
-      REPORT("bin holds a run of kind %d", (int)atomic_load(&s->kind));
+    if (s->list != which) REPORT("run %p is in list %d but says %d", (void*)s->start, which, s->list);
+    if (atomic_load(&s->owner) != tc) REPORT("run %p in a cache is owned by another cache", (void*)s->start);
+    if (atomic_load(&s->era) != era || s->cls != cls) REPORT("run %p is in the wrong bin", (void*)s->start);
+    uint8_t want = cls == TSLAB_CLASSES ? TSLAB_RUN_BLOCK : TSLAB_RUN_SLAB;
+    if (atomic_load(&s->kind) != want) REPORT("cache holds a run of kind %d", (int)atomic_load(&s->kind));
     if (which == TSLAB_LIST_CUR) break;
   }
   return bad;
 }
 
-/* Every bin's slabs are owned by its cache and belong to its era and class;
- * every owned slab is in exactly one list. The world is stopped. */
+/* Every bin's runs are owned by its cache and belong to its era and class;
+ * every owned run is in exactly one list; reserves hold drained blocks. The
+ * world is stopped. */
 TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
   size_t bad = 0;
-  pthread_mutex_lock(&a->reg_mu);
-  for (tslab_tcache_t* tc = a->caches; tc; tc = tc->reg_next) {
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+      tslab_slot_cache_t* sc = &tc->slots[slot];
+      uint64_t era = atomic_load(&sc->era);
       uint64_t st = atomic_load(&a->ring[slot].state);
+      if (era && st != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE))
+        REPORT("cache slot %u holds era %llu, which is not active", slot, (unsigned long long)era);
+      if (!era && (sc->blk || sc->full)) REPORT("cache slot %u holds blocks of no era", slot);
+      size_t n = check_list(tc, sc->blk, TSLAB_LIST_CUR, era, TSLAB_CLASSES, bad ? NULL : report, cap);
+      n += check_list(tc, sc->full, TSLAB_LIST_FULL, era, TSLAB_CLASSES, bad || n ? NULL : report, cap);
+      bad += n;
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
-        uint64_t era = atomic_load(&bin->era);
-        if (era == 0 || era != TSLAB_STATE_ERA(st) || TSLAB_STATE_OF(st) != TSLAB_EPOCH_ACTIVE)
-          REPORT("cache bin of slot %u holds slabs of era %llu, not active", slot, (unsigned long long)era);
-        size_t n = check_list(tc, bin->cur, TSLAB_LIST_CUR, era, c, bad ? NULL : report, cap);
+        if (!era || !(sc->classes[c >> 6] & (1ull << (c & 63))))
+          REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);
+        n = check_list(tc, bin->cur, TSLAB_LIST_CUR, era, c, bad ? NULL : report, cap);
         n += check_list(tc, bin->ready, TSLAB_LIST_READY, era, c, bad || n ? NULL : report, cap);
         n += check_list(tc, bin->parked, TSLAB_LIST_PARKED, era, c, bad || n ? NULL : report, cap);
         bad += n;
       }
     }
+    size_t reserve = 0;
+    tslab_run_t* hot = atomic_load(&tc->hot);
+    for (tslab_run_t* b = hot; b; b = NULL, reserve++)
+      if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("hot block of kind %d", (int)atomic_load(&b->kind));
+    for (tslab_run_t* b = atomic_load(&tc->spares); b; b = b->heap_next, reserve++)
+      if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("spare block of kind %d", (int)atomic_load(&b->kind));
+    if (reserve * TSLAB_BLOCK_BYTES > a->config.thread_reserve_max)
+      REPORT("a cache keeps %zu reserve blocks, above thread_reserve_max", reserve);
   }
-  pthread_mutex_unlock(&a->reg_mu);
   return bad;
 }
