@@ -6,18 +6,18 @@
  * them. The same with the free-all close (tslab_epoch_free_all), which ends
  * the epoch with its objects still live. Each runs on a fresh instance.
  *
- * Big epochs: an epoch fills a given number of slabs of the 128 B class,
- * frees every object, and is closed; the close is timed on its own, giving
- * the cost per released slab.
+ * Big epochs: an epoch fills a given number of slabs of the 128 B class and
+ * either frees every object and is closed, or is freed whole with every
+ * object live; the close is timed on its own. The frees already release
+ * most of an epoch's empty slabs (what the hot reserve cannot keep), so the
+ * close after them releases little; the free-all close releases the whole
+ * epoch, and gives the cost per released slab.
  *
+ * The instances use the library's defaults, hot reserve included.
  * Usage: bench_close_cost [max_slabs=4096] [reps=5] [closes=2000] [objs=16]
- *                         [mode=epoch|pooled] [touch=1]
- * mode=pooled (as in bench_tslab) runs the instances with
- * TSLAB_RELEASE_POOLED: the close hands the empty slabs to the pool, which
- * keeps pool_resident_max bytes resident and releases the rest.
+ *                         [touch=1]
  * Prints one JSON object; the report takes medians over runs and repeats. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "harness.h"
 #include "tslab.h"
@@ -53,9 +53,8 @@ static uint64_t release_calls(tslab_t* a) {
  * left live and the epoch freed whole. One tenth more epochs run first as a
  * warm-up (the first ones set up the thread cache and the reserve). Prints
  * ,"NAME":{...} with the closes' percentiles and release calls per close. */
-static void request_epochs(const tslab_config_t* cfg, const char* name, bool free_all, uint64_t closes,
-                           uint64_t objs) {
-  tslab_t* a = must_create(cfg);
+static void request_epochs(const char* name, bool free_all, uint64_t closes, uint64_t objs) {
+  tslab_t* a = must_create(NULL);
   void** p = h_map(objs * sizeof *p);
   uint32_t* size = h_map(objs * sizeof *size);
   uint64_t* ns = h_map(closes * sizeof *ns);
@@ -93,47 +92,56 @@ static void request_epochs(const tslab_config_t* cfg, const char* name, bool fre
   tslab_destroy(a);
 }
 
-/* Epochs that fill 1, 4, 16 ... max_slabs slabs, reps times each. */
-static void big_epochs(const tslab_config_t* cfg, uint64_t max_slabs, uint64_t reps) {
-  tslab_t* a = must_create(cfg);
-  tslab_stats_class_t cls = {0};
-  for (uint32_t i = 0; i < tslab_class_count(a); i++)
-    if (tslab_stats_class(a, i, &cls) == TSLAB_OK && cls.object_size >= 128) break;
-  if (cls.object_size < 128 || cls.objects_per_slab == 0) {
-    fprintf(stderr, "no size class for 128 B objects\n");
-    exit(2);
-  }
-  size_t cap = (size_t)(max_slabs * cls.objects_per_slab);
-  void** p = h_map(cap * sizeof *p);
-  printf(",\"object_size\":%u,\"slab_bytes\":%u,\"objects_per_slab\":%u,\"points\":[", cls.object_size,
-         cls.slab_bytes, cls.objects_per_slab);
+/* Epochs that fill 1, 4, 16 ... max_slabs slabs, reps times each, closed
+ * after their objects are freed or freed whole. Prints ,"NAME":[points]. */
+static void big_epochs(const char* name, bool free_all, const tslab_stats_class_t* cls, uint64_t max_slabs,
+                       uint64_t reps, void** p) {
+  tslab_t* a = must_create(NULL);
+  printf(",\"%s\":[", name);
   for (uint64_t slabs = 1; slabs <= max_slabs; slabs *= 4) {
     printf("%s{\"slabs_filled\":%llu,\"runs\":[", slabs > 1 ? "," : "", (unsigned long long)slabs);
     for (uint64_t r = 0; r < reps; r++) {
-      size_t n = (size_t)(slabs * cls.objects_per_slab);
+      size_t n = (size_t)(slabs * cls->objects_per_slab);
       tslab_epoch_t e = tslab_epoch_advance(a);
-      for (size_t i = 0; i < n; i++) p[i] = must_alloc(a, 128, e, i);
+      for (size_t i = 0; i < n; i++) p[i] = must_alloc(a, cls->object_size, e, i);
       for (size_t i = 0; i < n; i++) {
-        checksum += h_obj_read(p[i], 128);
-        tslab_free(a, p[i]);
+        checksum += h_obj_read(p[i], cls->object_size);
+        if (!free_all) tslab_free(a, p[i]);
       }
       uint64_t t0 = h_now_ns();
-      tslab_epoch_close(a, e);
+      int status = free_all ? tslab_epoch_free_all(a, e) : tslab_epoch_close(a, e);
       uint64_t t1 = h_now_ns();
+      if (status != TSLAB_OK) {
+        printf("{\"error\":\"%s\"}", tslab_strerror(status));
+        break;
+      }
       tslab_stats_epoch_t es;
       uint64_t released = tslab_stats_epoch(a, e, &es) == TSLAB_OK ? es.released_at_close_bytes : 0;
-      /* Empty slab bytes the instance still keeps resident after the close. */
+      /* Empty memory the instance still keeps resident after the close. */
       tslab_stats_global_t g;
-      uint64_t pooled = tslab_stats_global(a, &g) == TSLAB_OK ? g.slabs_empty : 0;
-      printf("%s{\"close_ns\":%llu,\"slabs_released\":%llu,\"slabs_empty_after\":%llu}", r ? "," : "",
-             (unsigned long long)(t1 - t0), (unsigned long long)(released / cls.slab_bytes),
-             (unsigned long long)pooled);
+      uint64_t reserve = tslab_stats_global(a, &g) == TSLAB_OK ? g.reserve_bytes : 0;
+      printf("%s{\"close_ns\":%llu,\"slabs_released\":%llu,\"reserve_bytes_after\":%llu}", r ? "," : "",
+             (unsigned long long)(t1 - t0), (unsigned long long)(released / cls->slab_bytes),
+             (unsigned long long)reserve);
     }
     printf("]}");
   }
   printf("]");
-  h_unmap(p, cap * sizeof *p);
   tslab_destroy(a);
+}
+
+/* The class of 128 B objects, whose slabs the big epochs fill. */
+static tslab_stats_class_t class_128(void) {
+  tslab_t* a = must_create(NULL);
+  tslab_stats_class_t cls = {0};
+  for (uint32_t i = 0; i < tslab_class_count(a); i++)
+    if (tslab_stats_class(a, i, &cls) == TSLAB_OK && cls.object_size >= 128) break;
+  tslab_destroy(a);
+  if (cls.object_size < 128 || cls.objects_per_slab == 0) {
+    fprintf(stderr, "no size class for 128 B objects\n");
+    exit(2);
+  }
+  return cls;
 }
 
 int main(int argc, char** argv) {
@@ -142,26 +150,26 @@ int main(int argc, char** argv) {
   uint64_t max_slabs = h_arg_u64(na, args, "max_slabs", 4096);
   uint64_t reps = h_arg_u64(na, args, "reps", 5);
   uint64_t closes = h_arg_u64(na, args, "closes", 2000), objs = h_arg_u64(na, args, "objs", 16);
-  const char* mode = h_arg_str(na, args, "mode", "epoch");
   h_touch_init(na, args);
   tslab_config_t cfg;
   tslab_config_init(&cfg);
-  if (strcmp(mode, "pooled") == 0) {
-    cfg.release_policy = TSLAB_RELEASE_POOLED;
-  } else if (strcmp(mode, "epoch") != 0) {
-    fprintf(stderr, "unknown mode %s\n", mode);
-    return 1;
-  }
   if (closes < 1 || objs < 1) {
     fprintf(stderr, "closes and objs must be at least 1\n");
     return 1;
   }
-  printf("{\"workload\":\"close_cost\",\"allocator\":\"tslab\",\"mode\":\"%s\",\"touch\":%d,"
-         "\"pool_resident_max\":%zu",
-         mode, h_touch_all, cfg.pool_resident_max);
-  request_epochs(&cfg, "request_close", false, closes, objs);
-  request_epochs(&cfg, "request_free_all", true, closes, objs);
-  big_epochs(&cfg, max_slabs, reps);
+  printf("{\"workload\":\"close_cost\",\"allocator\":\"tslab\",\"touch\":%d,"
+         "\"pool_resident_max\":%zu,\"thread_reserve_max\":%zu",
+         h_touch_all, cfg.pool_resident_max, cfg.thread_reserve_max);
+  request_epochs("request_close", false, closes, objs);
+  request_epochs("request_free_all", true, closes, objs);
+  tslab_stats_class_t cls = class_128();
+  size_t cap = (size_t)(max_slabs * cls.objects_per_slab);
+  void** p = h_map(cap * sizeof *p);
+  printf(",\"object_size\":%u,\"slab_bytes\":%u,\"objects_per_slab\":%u", cls.object_size, cls.slab_bytes,
+         cls.objects_per_slab);
+  big_epochs("points", false, &cls, max_slabs, reps, p);
+  big_epochs("points_free_all", true, &cls, max_slabs, reps, p);
+  h_unmap(p, cap * sizeof *p);
   printf(",\"checksum\":%llu}\n", (unsigned long long)checksum);
   return 0;
 }

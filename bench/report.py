@@ -23,11 +23,10 @@ from report_layout import (OPTIONAL_SECTIONS, PATTERNS, SECTIONS, SUMMARY_ROWS, 
 
 MIB = 1 << 20
 PEERS = ("glibc", "jemalloc", "mimalloc", "tcmalloc")
-# tslab's default mode (strict close: the library's default release policy)
-# is plain "tslab"; its other modes are named like the peers' modes.
+# tslab with the library's defaults is plain "tslab"; its other modes are
+# named like the peers' modes.
 LABEL = {
-    "tslab": "tslab", "tslab-pooled": "tslab, pooled close", "tslab-freeall": "tslab, free-all close",
-    "tslab-mixed": "tslab, mixed routing", "tslab-pooled-mixed": "tslab, pooled close, mixed routing",
+    "tslab": "tslab", "tslab-freeall": "tslab, free-all close", "tslab-mixed": "tslab, mixed routing",
     "glibc": "glibc", "jemalloc": "jemalloc",
     "jemalloc-arena": "jemalloc, arena per phase",
     "jemalloc-arena-freeall": "jemalloc, arena per phase, reset frees all",
@@ -40,7 +39,8 @@ BURST_DELAYS = ["0", "10", "100", "1000"]
 # bench_fastpath_cost's figures: (key, name).
 COUNTER_FIGURES = [("churn", "churn ns/pair"), ("batch_fifo", "batch FIFO ns/op"),
                    ("batch_lifo", "batch LIFO ns/op"), ("batch_random", "batch, random frees, ns/op")]
-CLOSE_VARIANTS = ["tslab", "tslab-pooled"]
+# bench_close_cost's big epochs: (key, how they end).
+CLOSE_WAYS = [("points", "frees, then tslab_epoch_close"), ("points_free_all", "tslab_epoch_free_all")]
 
 
 def fastpath(res, fig, key):
@@ -174,6 +174,15 @@ def forced_closes_of(r):
     return tslab_stat(r, "epochs_forced_close_total")
 
 
+def median_close(c):
+    """Median ns of one kind of request-epoch close (bench_close_cost)."""
+    return c["close_ns"]["p50"]
+
+
+def calls_per_close(c):
+    return c["release_calls_per_close"]
+
+
 # ---- plots ------------------------------------------------------------------
 
 def save(fig, outdir, name):
@@ -270,35 +279,45 @@ def plot_burst(res, outdir):
     finish(fig, ax, outdir, "phase_burst.png")
 
 
-def close_points(res, variant="tslab"):
-    """[(slabs_filled, median slabs released, median close ns, median empty slabs kept)]
-    over all runs of one variant."""
+def close_points(res, key):
+    """[(slabs_filled, median slabs released, median close ns, median reserve bytes after)]
+    over all runs of the big epochs that ended one way (key of CLOSE_WAYS)."""
     pts = {}
-    for r in res.ok.get(("close_cost", variant), []):
-        for p in r["points"]:
+    for r in res.ok.get(("close_cost", "tslab"), []):
+        for p in r.get(key, []):
             d = pts.setdefault(p["slabs_filled"], ([], [], []))
             for run in p["runs"]:
-                d[0].append(run["slabs_released"])
-                d[1].append(run["close_ns"])
-                d[2].append(run.get("slabs_empty_after", 0))
+                if "close_ns" in run:
+                    d[0].append(run["slabs_released"])
+                    d[1].append(run["close_ns"])
+                    d[2].append(run["reserve_bytes_after"])
     return [(k, statistics.median(v[0]), statistics.median(v[1]), statistics.median(v[2]))
-            for k, v in sorted(pts.items())]
+            for k, v in sorted(pts.items()) if v[0]]
+
+
+def release_slope(pts):
+    """(ns per released slab, first point, last point) between the smallest and the
+    largest epoch whose close released slabs, or None."""
+    pts = [p for p in pts if p[1] > 0]
+    if len(pts) < 2 or pts[-1][1] <= pts[0][1]:
+        return None
+    return (pts[-1][2] - pts[0][2]) / (pts[-1][1] - pts[0][1]), pts[0], pts[-1]
 
 
 def plot_close(res, outdir):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = []
-    for v in CLOSE_VARIANTS:
-        pts = close_points(res, v)
+    for key, way in CLOSE_WAYS:
+        pts = close_points(res, key)
         if pts:
-            ax.plot([p[0] for p in pts], [p[2] / 1e3 for p in pts], marker="o", label=LABEL[v])
+            ax.plot([p[0] for p in pts], [p[2] / 1e3 for p in pts], marker="o", label=f"tslab, {way}")
             xs = [p[0] for p in pts]
     if xs:
         ax.plot(xs, xs, ls="--", color="grey", label="1 us per slab filled")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("slabs the epoch filled (all emptied before the close)")
-    ax.set_ylabel("tslab_epoch_close time, us")
+    ax.set_xlabel("slabs of 128 B objects the epoch filled")
+    ax.set_ylabel("close time, us")
     ax.set_title("Epoch close cost against the epoch's slabs")
     finish(fig, ax, outdir, "close_cost.png")
 
@@ -436,17 +455,13 @@ def summary(res, threads, real):
                          + f", p99 {tp / 1e3:.1f} us",
                          ref, verdict(None if q is None else q >= need and (not p99_too or tp <= lp)))
 
-    rc = {v: (med("close_cost", v, lambda r: r["request_close"]["close_ns"]["p50"]),
-              med("close_cost", v, lambda r: r["request_close"]["release_calls_per_close"]))
-          for v in CLOSE_VARIANTS}
-    fa = med("close_cost", "tslab", lambda r: r["request_free_all"]["close_ns"]["p50"])
-    t, calls = rc["tslab"]
-    pt, pcalls = rc["tslab-pooled"]
+    req = lambda key, fn: med("close_cost", "tslab", lambda r: fn(r[key]))  # noqa: E731
+    t, calls = req("request_close", median_close), req("request_close", calls_per_close)
+    fa, fcalls = req("request_free_all", median_close), req("request_free_all", calls_per_close)
     rows["request_close"] = (
         "n/a" if t is None else f"{t:.0f} ns median, {calls:.2f} release calls per close",
-        ("pooled close " + ("n/a" if pt is None else f"{pt:.0f} ns, {pcalls:.2f} calls") + "; free-all close "
-         + ("n/a" if fa is None else f"{fa:.0f} ns") + " (no peer closes an epoch; mimalloc's heap and "
-         "jemalloc's arena per request are in section 6)"),
+        "free-all close of the same epochs: " + ("n/a" if fa is None else f"{fa:.0f} ns, {fcalls:.2f} calls")
+        + " (no peer closes an epoch; mimalloc's heap and jemalloc's arena per request are in section 6)",
         verdict(None if t is None else t < 1000 and calls == 0))
 
     end_us = lambda v: med("phase_burst", v, lambda r: r["phase_end_ns"])  # noqa: E731
@@ -455,14 +470,14 @@ def summary(res, threads, real):
     tb = end_us("tslab")
     peer_txt = ("no peer has a per-slab close; 64 MiB phase end (phase burst): "
                 f"tslab {'n/a' if tb is None else f'{tb / 1e3:.0f} us'}" + (f", {pe_txt}" if pe_txt else ""))
-    pts = [p for p in close_points(res) if p[1] > 0]
-    slope = None
-    if len(pts) >= 2 and pts[-1][1] > pts[0][1]:
-        (_, s0, c0, _), (_, s1, c1, _) = pts[0], pts[-1]
-        slope = (c1 - c0) / (s1 - s0)
-    rows["close_slope"] = ("n/a (no slabs released)" if slope is None else
-                           f"{slope:.0f} ns per slab (slope {s0:.0f}..{s1:.0f} slabs); {c1 / 1e3:.0f} us for "
-                           f"{s1:.0f} slabs", peer_txt, verdict(None if slope is None else slope <= 1000))
+    fa = release_slope(close_points(res, "points_free_all"))
+    cl = close_points(res, "points")
+    cl_txt = ("" if len(cl) < 2 else f"; after the frees, which release most slabs themselves, the close of "
+              f"{cl[-1][0]} slabs takes {cl[-1][2] / 1e3:.0f} us")
+    rows["close_slope"] = ("n/a (no close released slabs)" if fa is None else
+                           f"{fa[0]:.0f} ns per released slab (free-all, {fa[1][1]:.0f}..{fa[2][1]:.0f} slabs "
+                           f"released; {fa[2][2] / 1e3:.0f} us for {fa[2][0]} slabs filled){cl_txt}",
+                           peer_txt, verdict(None if fa is None else fa[0] <= 1000))
 
     t = med("lifemix", "tslab", rps)
     b, bv = best_of(res, "lifemix", rps, lower=False)
@@ -472,25 +487,24 @@ def summary(res, threads, real):
                              verdict(None if q is None else q >= 1.0))
     peak_fn = lambda r: r["rss_peak"]  # noqa: E731
     flat_fn = lambda r: r["rss_final"] / r["rss_at_10pct"]  # noqa: E731
-    peak, ppeak = med("lifemix", "tslab", peak_fn), med("lifemix", "tslab-pooled", peak_fn)
+    peak = med("lifemix", "tslab", peak_fn)
     lo, lov = best_of(res, "lifemix", peak_fn)
-    rows["lifemix_peak"] = ("n/a" if peak is None else f"{peak / MIB:.1f} MiB"
-                            + ("" if ppeak is None else f" (pooled close {ppeak / MIB:.1f} MiB)"),
+    rows["lifemix_peak"] = ("n/a" if peak is None else f"{peak / MIB:.1f} MiB",
                             "n/a" if lo is None else f"lowest peer {LABEL[lov]} {lo / MIB:.1f} MiB",
                             verdict(None if peak is None or lo is None else peak < lo))
-    flat, pflat = med("lifemix", "tslab", flat_fn), med("lifemix", "tslab-pooled", flat_fn)
+    flat = med("lifemix", "tslab", flat_fn)
     lo_flat = None if lov is None else med("lifemix", lov, flat_fn)
-    rows["lifemix_flat"] = ("n/a" if flat is None else f"{flat:.3f}"
-                            + ("" if pflat is None else f" (pooled close {pflat:.3f})"),
+    rows["lifemix_flat"] = ("n/a" if flat is None else f"{flat:.3f}",
                             "n/a" if lo_flat is None else f"lowest-peak peer {LABEL[lov]} {lo_flat:.3f}",
                             verdict(None if flat is None else flat <= 1.05))
 
     held = lambda v, d: med("phase_burst", v, lambda r: r["held_after_ms"][d])  # noqa: E731
-    t0, p0 = held("tslab", "0"), held("tslab-pooled", "0")
+    t0 = held("tslab", "0")
+    hot = med("phase_burst", "tslab", lambda r: tslab_stat(r, "reserve_bytes"))
     peers = [(held(v, "100"), v) for v in res.variants("phase_burst") if is_peer(v)]
     ptxt = ", ".join(f"{LABEL[v]} {x / MIB:.1f}" for x, v in peers if x is not None)
     rows["burst_held"] = ("n/a" if t0 is None else f"{t0 / MIB:.2f} MiB at 0 ms"
-                          + ("" if p0 is None else f" (pooled close {p0 / MIB:.2f} MiB)"),
+                          + ("" if hot is None else f" (hot reserve at the end {hot / MIB:.2f} MiB)"),
                           f"peers at 100 ms, MiB: {ptxt or 'n/a'}", verdict(None if t0 is None else t0 <= 4 * MIB))
     alloc_fn = lambda r: r["alloc_ns_per_object"]  # noqa: E731
     t, g = med("phase_burst", "tslab", alloc_fn), med("phase_burst", "glibc", alloc_fn)
@@ -698,7 +712,7 @@ def write_report(res, outdir, real, real_problem):
     out += ["## Summary: targets", "",
             "Every target of DESIGN.md section 5 and issues 11 and 12, measured in this run (medians of repeats; "
             "ratios in parentheses are tslab against the figure it is compared with). Verdicts are for tslab in "
-            "its default configuration; other modes are given in parentheses where they apply.", "",
+            "its default configuration.", "",
             "| target | tslab, measured | compared with | verdict |", "|---|---|---|---|"]
     out += [f"| {label} | {' | '.join(rows[key])} |" for key, label in SUMMARY_ROWS]
     out.append("")
@@ -759,10 +773,9 @@ def write_report(res, outdir, real, real_problem):
 
     section(out, "server", "Requests shaped like the seed's workload patterns (seeds/002) plus 'tiny', run "
             "closed-loop; each object is written when allocated and read back when its request finishes. "
-            "tslab opens an epoch per request (per 8 requests for 'steady') and, with per-object frees, "
-            "closes it when the request's objects are freed, with its default release policy (\"tslab\") and "
-            "with TSLAB_RELEASE_POOLED (\"tslab, pooled close\"); with free-all close the request frees nothing "
-            "and tslab_epoch_free_all ends the epoch with its objects. Peers use plain malloc/free, and a heap "
+            "tslab (default configuration) opens an epoch per request (per 8 requests for 'steady') and, with "
+            "per-object frees, closes it when the request's objects are freed; with free-all close the request "
+            "frees nothing and tslab_epoch_free_all ends the epoch with its objects. Peers use plain malloc/free, and a heap "
             "(mimalloc) or arena (jemalloc) per phase, with per-object frees or freed whole by the heap's "
             "destroy or the arena's reset. Ratios are against the best PLAIN peer (malloc/free of the same "
             "objects), as the targets are. Request latency covers its allocations, writes, reads, frees and the "
@@ -782,7 +795,7 @@ def write_report(res, outdir, real, real_problem):
     section(out, "lifemix", "The drainability experiment of seeds/000: each request allocates 64 "
             "short-lived 128 B objects in its own epoch; one request in 8 also keeps one object alive "
             "for the next 10% of the run. tslab routes it to a long-lived epoch (aligned) or into the "
-            "request's epoch (mixed), each with both release policies.")
+            "request's epoch (mixed).")
     metric_table(res, "lifemix", [
         ("requests/s", lambda r: r["req_per_s"], False, 1),
         ("peak RSS MiB", lambda r: r["rss_peak"], True, MIB),
@@ -798,7 +811,7 @@ def write_report(res, outdir, real, real_problem):
             "| tslab variant | recycle rate median [min, max] | slabs created | slabs recycled | "
             "not recycled | released to the OS, MiB | slabs in use at the end | forced closes |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for v in ["tslab", "tslab-mixed", "tslab-pooled", "tslab-pooled-mixed"]:
+    for v in ["tslab", "tslab-mixed"]:
         vals = res.values("lifemix", v, recycle_rate)
         if vals:
             g = lambda k: res.median("lifemix", v, lambda r: tslab_stat(r, k))  # noqa: E731
@@ -826,9 +839,9 @@ def write_report(res, outdir, real, real_problem):
     section(out, "phase_burst", "One phase allocates and writes 64 MiB of 128 B objects, reads and frees them "
             "all, and ends (tslab_epoch_close, mi_heap_destroy, jemalloc tcache flush + arena reset, or "
             "nothing for plain malloc). Allocation: ns per object of the allocation loop, each object's write "
-            "included, so page faults count wherever the allocator takes them. With pooled close, tslab keeps "
-            "up to pool_resident_max (4 MiB) of the empty slabs resident. RSS held above the starting RSS is "
-            "sampled 0, 10, 100 and 1000 ms after the phase end returned.")
+            "included, so page faults count wherever the allocator takes them. tslab keeps its bounded hot "
+            "reserve of empty memory resident (reserve_bytes in results.json). RSS held above the starting RSS "
+            "is sampled 0, 10, 100 and 1000 ms after the phase end returned.")
     metric_table(res, "phase_burst", [("allocation ns/object", lambda r: r["alloc_ns_per_object"], True, 1),
                                       ("peak MiB", lambda r: r["rss_peak"] - r["rss_base"], True, MIB)]
                  + [(f"held at {d} ms MiB", lambda r, d=d: r["held_after_ms"][d], True, MIB)
@@ -840,42 +853,37 @@ def write_report(res, outdir, real, real_problem):
             "one thread (allocated, written, read back), each either freed object by object and closed "
             "(tslab_epoch_close) or ended whole with its objects live (tslab_epoch_free_all); each close timed "
             "alone, release (madvise) calls counted over all of them.")
-    out += ["| mode | close | objects | median ns [min, max over runs] | p99 ns | release calls per close |",
-            "|---|---|---:|---:|---:|---:|"]
-    for v in CLOSE_VARIANTS:
-        for key, name in [("request_close", "frees, then tslab_epoch_close"),
-                          ("request_free_all", "tslab_epoch_free_all")]:
-            vals = res.values("close_cost", v, lambda r: r[key]["close_ns"]["p50"])
-            if not vals:
-                errs = [r[key].get("error") for r in res.ok.get(("close_cost", v), []) if key in r]
-                why = next((e for e in errs if e), None) or res.error("close_cost", v)
-                out.append(f"| {LABEL[v]} | {name} | failed: {why[:80]} | | | |")
-                continue
-            g = lambda fn: res.median("close_cost", v, fn)  # noqa: E731
-            out.append(f"| {LABEL[v]} | {name} | {g(lambda r: r[key]['objects']):.0f} | "
-                       f"{statistics.median(vals):.0f} [{min(vals):.0f}, {max(vals):.0f}] | "
-                       f"{g(lambda r: r[key]['close_ns']['p99']):.0f} | "
-                       f"{g(lambda r: r[key]['release_calls_per_close']):.3f} |")
-    out += ["", "Big epochs: an epoch fills N slabs of the 128 B class, frees every object, and is closed; the "
-            "close is timed alone (medians of all runs). Slabs released: by the close itself "
-            "(released_at_close_bytes); the frees already released what the pool could not keep. Empty slabs "
-            "kept: the pool's resident empty slabs after the close. With the default policy the close releases "
-            "the epoch's pooled slabs; with pooled close it keeps them (up to pool_resident_max).", ""]
-    cp = {v: {p[0]: p for p in close_points(res, v)} for v in CLOSE_VARIANTS}
-    filled = sorted(set(cp["tslab"]) | set(cp["tslab-pooled"]))
-    out += ["| slabs filled | tslab: slabs released | close us | ns per released slab | empty slabs kept "
-            "| pooled close: slabs released | close us | empty slabs kept |",
+    out += ["| close | objects | median ns [min, max over runs] | p99 ns | release calls per close |",
+            "|---|---:|---:|---:|---:|"]
+    for key, name in [("request_close", "frees, then tslab_epoch_close"), ("request_free_all", "tslab_epoch_free_all")]:
+        vals = res.values("close_cost", "tslab", lambda r: median_close(r[key]))
+        if not vals:
+            errs = [r[key].get("error") for r in res.ok.get(("close_cost", "tslab"), []) if key in r]
+            why = next((e for e in errs if e), None) or res.error("close_cost", "tslab")
+            out.append(f"| {name} | failed: {why[:80]} | | | |")
+            continue
+        g = lambda fn: res.median("close_cost", "tslab", lambda r: fn(r[key]))  # noqa: E731
+        out.append(f"| {name} | {g(lambda c: c['objects']):.0f} | "
+                   f"{statistics.median(vals):.0f} [{min(vals):.0f}, {max(vals):.0f}] | "
+                   f"{g(lambda c: c['close_ns']['p99']):.0f} | {g(calls_per_close):.3f} |")
+    out += ["", "Big epochs: an epoch fills N slabs' worth of 128 B objects and either frees every object and is "
+            "closed, or is freed whole with every object live (tslab_epoch_free_all); the close is timed alone "
+            "(medians of all runs). Slabs released: by the close itself (released_at_close_bytes, in slabs of "
+            "the class). The frees already release what the hot reserve cannot keep, so the close after them "
+            "releases little; the free-all close releases the epoch, and its slope is the cost per released "
+            "slab. Hot reserve: the instance's reserve_bytes after the close.", ""]
+    cp = [{p[0]: p for p in close_points(res, key)} for key, _ in CLOSE_WAYS]
+    out += ["| slabs filled | close after frees: us | slabs released | hot reserve KiB | free-all: us "
+            "| slabs released | ns per released slab | hot reserve KiB |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for n in filled:
-        t, p = cp["tslab"].get(n), cp["tslab-pooled"].get(n)
-        row = f"| {n} |"
-        row += (f" {t[1]:.0f} | {t[2] / 1e3:.1f} | {t[2] / t[1] if t[1] else float('nan'):.0f} | {t[3]:.0f} |"
-                if t else " n/a | | | |")
-        row += f" {p[1]:.0f} | {p[2] / 1e3:.1f} | {p[3]:.0f} |" if p else " n/a | | |"
-        out.append(row)
-    for v in CLOSE_VARIANTS:
-        if not cp[v]:
-            out.append(f"| {LABEL[v]} failed: {res.error('close_cost', v)[:100]} | | | | | | | |")
+    for n in sorted(set(cp[0]) | set(cp[1])):
+        c, f = cp[0].get(n), cp[1].get(n)
+        cells = ["n/a", "", ""] if c is None else [f"{c[2] / 1e3:.1f}", f"{c[1]:.0f}", f"{c[3] / 1024:.0f}"]
+        cells += (["n/a", "", "", ""] if f is None else
+                  [f"{f[2] / 1e3:.1f}", f"{f[1]:.0f}", f"{f[2] / f[1]:.0f}" if f[1] else "n/a", f"{f[3] / 1024:.0f}"])
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    if not cp[0] and not cp[1]:
+        out.append(f"| failed: {res.error('close_cost', 'tslab')[:100]} | | | | | | | |")
     out += ["", "![epoch close cost](close_cost.png)", ""]
 
     section(out, "counters", "tslab with its statistics counters (the shipped library) against the same "
