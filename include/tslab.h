@@ -40,8 +40,15 @@ extern "C" {
 /* Types                                                                     */
 /* ------------------------------------------------------------------------- */
 
-/* An allocator instance. Instances are independent of each other. */
+/* An allocator instance. Instances are independent of each other. C++
+ * code sees the type under another tag, because there tslab is the
+ * namespace of tslab.hpp; the type is only ever used through pointers, so
+ * both views of it agree. */
+#ifdef __cplusplus
+typedef struct tslab_instance tslab_t;
+#else
 typedef struct tslab tslab_t;
+#endif
 
 /* An epoch, named by its era: a 64-bit number that only grows and is never
  * reused. Era 0 is never a valid epoch. The epoch lives in ring slot
@@ -380,8 +387,8 @@ typedef struct tslab_stats_epoch {
   uint32_t slot;
   tslab_epoch_state_t state;
   char label[TSLAB_LABEL_MAX];
-  uint64_t opened_ns;              /* CLOCK_MONOTONIC when opened */
-  uint64_t age_ns;                 /* now - opened_ns */
+  uint64_t opened_ns;              /* CLOCK_MONOTONIC_COARSE when opened (ms resolution) */
+  uint64_t age_ns;                 /* now - opened_ns, same clock */
   int64_t refcount;                /* domain references */
   uint64_t live_objects;
   uint64_t live_bytes;
@@ -394,7 +401,10 @@ typedef struct tslab_stats_epoch {
   uint64_t rss_after_close_bytes;
   uint64_t released_at_close_bytes;/* bytes returned to the OS by the close */
   uint64_t released_total_bytes;   /* at close and by later frees */
-  uint64_t close_ns;               /* duration of its close */
+  uint64_t close_ns;               /* duration of its close; 0 for the close of a
+                                      request-sized epoch (blocks of the closing
+                                      thread only, nothing released), which is not
+                                      timed: two clock reads would cost more */
   bool forced_close;
 } tslab_stats_epoch_t;
 
@@ -463,8 +473,9 @@ TSLAB_API int tslab_stats_sampling(tslab_t* a, tslab_stats_sampling_t* out);
 /* Labels seen so far (at most TSLAB_LABELS_MAX; later labels are counted
  * under "(other)"); returns how many were written. */
 TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t max);
-/* Epochs open longer than older_than_ns, or whose refcount is above zero
- * while older than it; returns how many were written. */
+/* Epochs open for at least older_than_ns, or whose refcount is above zero
+ * while that old; returns how many were written. Epoch ages come from the
+ * coarse monotonic clock (a few milliseconds of resolution). */
 TSLAB_API size_t tslab_leak_check(tslab_t* a, uint64_t older_than_ns, tslab_leak_t* out,
                                   size_t max);
 

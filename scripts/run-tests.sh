@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/tests}
 shift || true
-scripts/install-deps.sh cmake make gcc clang python3 pkg-config >/dev/null
+scripts/install-deps.sh cmake make gcc g++ clang python3 pkg-config >/dev/null
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTSLAB_BUILD_BENCH=OFF \
   -DTSLAB_SANITIZE="${TSLAB_SANITIZE:-}" "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -279,14 +279,13 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, ui
   if (tc && tslab_era_active(a, era) &&
       (atomic_load_explicit(&tc->slots[era & a->ring_mask].era, memory_order_relaxed) == era ||
        tslab_tcache_claim(a, tc, era) == TSLAB_OK)) {
-    tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
     if (cls == TSLAB_CLASSES) {
       /* Bytes of block objects are read off the blocks (section 9). */
+      tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
       tslab_bump(&sc->bfrees, 1);
       tslab_bump(&sc->bxfrees, cross);
     } else {
-      tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-      sc->classes[cls >> 6] |= 1ull << (cls & 63);
+      tslab_bin_t* bin = tslab_tcache_count_bin(a, tc, era, cls);
       tslab_bump(&bin->frees, 1);
       tslab_bump(&bin->xfrees, cross);
     }
@@ -299,9 +298,13 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, ui
     if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     tslab_era_count_exit(es);
   }
-  tslab_counts_t* c = tc ? &tc->folded[cls] : &a->ext[cls];
-  atomic_fetch_add_explicit(&c->frees, 1, memory_order_relaxed);
-  if (cross) atomic_fetch_add_explicit(&c->xfrees, 1, memory_order_relaxed);
+  if (tc) {
+    tslab_bump(&tc->late[cls].frees, 1);
+    tslab_bump(&tc->late[cls].xfrees, cross);
+  } else {
+    atomic_fetch_add_explicit(&a->ext[cls].frees, 1, memory_order_relaxed);
+    if (cross) atomic_fetch_add_explicit(&a->ext[cls].xfrees, 1, memory_order_relaxed);
+  }
 }
 
 /* A free inside the caller's fenced window. */

@@ -14,17 +14,26 @@
 
 #include "internal.h"
 
-/* Give run b the block geometry, for era, owned by tc; its bitmaps are clear
- * except the boundary bits of a previous use up to `used_words`. */
+/* Give run b the block geometry, for era, owned by tc; its bitmaps need
+ * clearing up to `used_words` (a fresh bitmap: all of them). */
 static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_t era, uint32_t used_words) {
   b->cls = TSLAB_CLASSES;
   b->words = TSLAB_BLOCK_WORDS;
   b->obj_size = 1u << TSLAB_UNIT_SHIFT;
   b->capacity = TSLAB_BLOCK_UNITS;
   b->recip = (1ull << 40) >> TSLAB_UNIT_SHIFT;
+  /* A drained block's alloc and remote words are clear, except for a remote
+   * bit a racing double free may have left (outside the guarantee, but it
+   * must not free an object of the block's next use): cleared with the
+   * boundaries. */
   _Atomic uint64_t* starts = b->starts;
-  for (uint32_t w = 0; w < used_words && w <= TSLAB_BLOCK_WORDS; w++)
+  for (uint32_t w = 0; w < used_words && w <= TSLAB_BLOCK_WORDS; w++) {
     atomic_store_explicit(&starts[w], 0, memory_order_relaxed);
+    if (w < TSLAB_BLOCK_WORDS) {
+      atomic_store_explicit(&b->bits[2 * w], 0, memory_order_relaxed);
+      atomic_store_explicit(&b->bits[2 * w + 1], 0, memory_order_relaxed);
+    }
+  }
   atomic_store_explicit(&starts[0], 1, memory_order_relaxed);
   b->gen = atomic_load_explicit(&a->gen_base[tslab_run_index(a, b)], memory_order_relaxed);
   b->bumped = 0;
@@ -48,10 +57,6 @@ static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
     tslab_heap_retire(a, b, false);
     return NULL;
   }
-  for (uint32_t w = 0; w < TSLAB_BLOCK_WORDS; w++) {
-    atomic_store_explicit(&b->bits[2 * w], 0, memory_order_relaxed);
-    atomic_store_explicit(&b->bits[2 * w + 1], 0, memory_order_relaxed);
-  }
   block_format(a, tc, b, era, TSLAB_BLOCK_WORDS + 1);
   atomic_fetch_add_explicit(&a->blocks_created, 1, memory_order_relaxed);
   return b;
@@ -59,30 +64,25 @@ static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
 
 /* A drained block of this cache's reserve, formatted again in place: its
  * alloc and remote bits are clear (it drained, and every remote bit was
- * taken), so only the boundaries it used need clearing. When its grace
- * period has not passed (another thread may still be validating a free
- * against it, section 4), the memory gets a fresh descriptor and the old one
- * waits in limbo. */
+ * taken), so only the boundaries it used need clearing. When another thread
+ * is inside a non-owner window right now, it may be validating a stale free
+ * against the block's metadata (section 4): then the memory gets a fresh
+ * descriptor and the old one waits in limbo. */
 static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_t era) {
-  atomic_fetch_sub_explicit(&a->reserve_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
   uint32_t used_words = (b->bumped >> 6) + 1;
-  uint32_t seq = atomic_load_explicit(&b->seq, memory_order_relaxed);
-  if (!tslab_grace_passed(a, tc, b->retired)) {
+  if (!tslab_grace_quiet(a, tc)) {
     pthread_mutex_lock(&a->heap.mu);
     tslab_run_t* d = tslab_heap_fresh_desc(a, tc, b);
     pthread_mutex_unlock(&a->heap.mu);
-    if (!d) return NULL;
-    if (!tslab_heap_bitmaps(a, d, TSLAB_BLOCK_WORDS, true)) return NULL;
-    for (uint32_t w = 0; w < TSLAB_BLOCK_WORDS; w++) {
-      atomic_store_explicit(&d->bits[2 * w], 0, memory_order_relaxed);
-      atomic_store_explicit(&d->bits[2 * w + 1], 0, memory_order_relaxed);
+    if (!d || !tslab_heap_bitmaps(a, d, TSLAB_BLOCK_WORDS, true)) {
+      if (d) tslab_heap_retire(a, d, false);
+      return NULL;
     }
     b = d;
     used_words = TSLAB_BLOCK_WORDS + 1;
-    seq = atomic_load_explicit(&b->seq, memory_order_relaxed);
+  } else {
+    tslab_run_seq_begin(b);
   }
-  atomic_store_explicit(&b->seq, seq | 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
   b->retired = 0;
   block_format(a, tc, b, era, used_words);
   atomic_fetch_add_explicit(&a->blocks_reused, 1, memory_order_relaxed);
@@ -90,7 +90,9 @@ static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, 
 }
 
 TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
-  tslab_run_t* b = atomic_exchange_explicit(&tc->hot, NULL, memory_order_acquire);
+  tslab_run_t* b = atomic_load_explicit(&tc->hot, memory_order_relaxed)
+                       ? atomic_exchange_explicit(&tc->hot, NULL, memory_order_acquire)
+                       : NULL;
   if (!b) {
     /* The spare stack: only this cache pushes and pops; a releaser may
      * take it all (head to NULL) at any time, which makes this CAS fail. */
@@ -101,8 +103,6 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
   }
   b = b ? block_reuse(a, tc, b, era) : block_new(a, tc, era);
   if (!b) return NULL;
-  tslab_era_count_run(a, era, 1, (int64_t)TSLAB_BLOCK_BYTES);
-  atomic_fetch_add_explicit(&a->cls_slabs[TSLAB_CLASSES], 1, memory_order_relaxed);
   tslab_run_publish(a, b, TSLAB_RUN_BLOCK);
   return b;
 }
@@ -111,14 +111,14 @@ TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units
   _Atomic uint64_t* starts = b->starts;
   uint32_t n = 0;
   for (uint32_t w = 0; w <= units >> 6 && w <= TSLAB_BLOCK_WORDS; w++)
-    n += (uint32_t)__builtin_popcountll(atomic_load_explicit(&starts[w], memory_order_relaxed));
+    n += tslab_popcount(atomic_load_explicit(&starts[w], memory_order_relaxed));
   return n ? n - 1 : 0;
 }
 
 TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top) {
   b->bumped = (uint32_t)((size_t)(top - b->start) >> TSLAB_UNIT_SHIFT);
-  uint32_t objects = tslab_block_objects(b, b->bumped);
-  tslab_slab_used_add(b, -(int64_t)(TSLAB_BLOCK_UNITS - objects));
+  b->hint = tslab_block_objects(b, b->bumped);
+  tslab_slab_used_add(b, -(int64_t)(TSLAB_BLOCK_UNITS - b->hint));
 }
 
 /* Size of the object starting at `unit`: up to the next boundary. */
@@ -133,41 +133,52 @@ TSLAB_INTERNAL size_t tslab_block_object_size(const tslab_run_view_t* v, uint32_
   return (size_t)(next - unit) << TSLAB_UNIT_SHIFT;
 }
 
-TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b) {
+TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t units) {
   tslab_run_view_t v = {.starts = b->starts};
   uint64_t bytes = 0;
-  for (uint32_t w = 0; w < TSLAB_BLOCK_WORDS; w++) {
-    for (uint64_t al = atomic_load_explicit(&b->bits[2 * w], memory_order_relaxed); al; al &= al - 1)
+  for (uint32_t w = 0, words = (units + 63) >> 6; w < words && w < TSLAB_BLOCK_WORDS; w++) {
+    /* Live: allocated and not freed by another thread (a remote bit not
+     * collected yet is a completed free). */
+    uint64_t live = atomic_load_explicit(&b->bits[2 * w], memory_order_relaxed) &
+                    ~atomic_load_explicit(&b->bits[2 * w + 1], memory_order_relaxed);
+    for (uint64_t al = live; al; al &= al - 1)
       bytes += tslab_block_object_size(&v, (w << 6) + (uint32_t)__builtin_ctzll(al));
   }
   return bytes;
 }
 
 /* A drained block goes to its cache's hot reserve when there is room: the
- * hot slot first, then the spare stack up to thread_reserve_max. */
+ * hot slot first (only this cache puts there, so a plain store does when it
+ * is empty), then the spare stack up to thread_reserve_max. The caller is the
+ * cache's owner, or a closer of an era only this cache used. */
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b) {
   if (a->config.release_policy == TSLAB_RELEASE_EAGER || a->config.thread_reserve_max < TSLAB_BLOCK_BYTES)
     return false;
   atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
-  atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
-  b->retired = tslab_grace_stamp(a);
   b->heap_next = NULL;
-  tslab_run_t* expected = NULL;
-  if (!atomic_compare_exchange_strong_explicit(&tc->hot, &expected, b, memory_order_release, memory_order_relaxed)) {
-    size_t max_spares = a->config.thread_reserve_max / TSLAB_BLOCK_BYTES - 1;
-    tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
-    do {
-      b->depth = head ? head->depth + 1 : 1;
-      if (b->depth > max_spares) {
-        atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
-        return false;
-      }
-      b->heap_next = head;
-    } while (!atomic_compare_exchange_weak_explicit(&tc->spares, &head, b, memory_order_release,
-                                                    memory_order_relaxed));
+  b->depth = 0;
+  atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
+  if (!atomic_load_explicit(&tc->hot, memory_order_relaxed)) {
+    atomic_store_explicit(&tc->hot, b, memory_order_release);
+    return true;
   }
-  atomic_fetch_add_explicit(&a->reserve_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
+  size_t max_spares = a->config.thread_reserve_max / TSLAB_BLOCK_BYTES - 1;
+  tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
+  do {
+    b->depth = head ? head->depth + 1 : 1;
+    if (b->depth > max_spares) {
+      atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
+      return false;
+    }
+    b->heap_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&tc->spares, &head, b, memory_order_release, memory_order_relaxed));
   return true;
+}
+
+TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc) {
+  tslab_run_t* spares = atomic_load_explicit(&tc->spares, memory_order_acquire);
+  return ((atomic_load_explicit(&tc->hot, memory_order_acquire) != NULL) + (spares ? spares->depth : 0)) *
+         TSLAB_BLOCK_BYTES;
 }
 
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release) {
@@ -178,9 +189,6 @@ TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc
     list = hot;
   }
   if (!list) return 0;
-  for (tslab_run_t* b = list; b; b = b->heap_next) {
-    atomic_fetch_sub_explicit(&a->reserve_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
-    atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
-  }
+  for (tslab_run_t* b = list; b; b = b->heap_next) atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
   return tslab_heap_retire_list(a, list, release);
 }

@@ -52,8 +52,10 @@ SlabAllocator* slab_allocator_create(void) {
   tslab_config_init(&cfg);
   cfg.epoch_ring_size = SLAB_EPOCH_COUNT;
   cfg.advance_policy = TSLAB_ADVANCE_NEXT_SLOT;
-  /* The seed's statistics describe slabs per size class: no blocks. */
+  /* The seed's statistics describe slabs per size class (no blocks), and
+   * its epoch_close returns every empty slab to the OS (no hot reserve). */
   cfg.block_budget = 0;
+  cfg.pool_resident_max = cfg.thread_reserve_max = 0;
   SlabAllocator* a = malloc(sizeof *a);
   if (a == NULL) {
     tslab_set_error(TSLAB_ERR_OUT_OF_MEMORY);

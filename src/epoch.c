@@ -5,6 +5,8 @@
 
 #include "internal.h"
 
+#define LINK_STORE_RUN(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a) {
   a->ring_bytes = (size_t)a->ring_size * (sizeof(tslab_epoch_word_t) + sizeof(tslab_epoch_slot_t));
   a->ring = (tslab_epoch_word_t*)tslab_os_map(a->ring_bytes);
@@ -13,7 +15,7 @@ TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a) {
   for (uint32_t i = 0; i < a->ring_size; i++) a->slots[i].label_id = -1;
   if (pthread_mutex_init(&a->label_mu, NULL) != 0) return false;
   tslab_epoch_slot_t* es = &a->slots[1 & a->ring_mask];
-  es->opened_ns = tslab_now_ns();
+  es->opened_ns = tslab_coarse_ns();
   atomic_store(&a->ring[1 & a->ring_mask].state, TSLAB_STATE(1, TSLAB_EPOCH_ACTIVE));
   atomic_store(&a->current, 1);
   atomic_store(&a->epochs_opened, 1);
@@ -42,60 +44,6 @@ TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status) {
   atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-static void counts_add(tslab_counts_t* c, uint64_t allocs, uint64_t frees, uint64_t xfrees, uint64_t slow) {
-  if (allocs) atomic_fetch_add_explicit(&c->allocs, allocs, memory_order_relaxed);
-  if (frees) atomic_fetch_add_explicit(&c->frees, frees, memory_order_relaxed);
-  if (xfrees) atomic_fetch_add_explicit(&c->xfrees, xfrees, memory_order_relaxed);
-  if (slow) atomic_fetch_add_explicit(&c->slow, slow, memory_order_relaxed);
-}
-
-/* Closer, under the cache's mutex: move a detached bin's counters into the
- * cache's per-class totals and the era's sum (section 9). */
-TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
-                                         tslab_fold_t* sum) {
-  (void)a;
-  uint64_t al, fr;
-  tslab_bin_read(bin, &al, &fr);
-  uint64_t xf = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
-  uint64_t sl = atomic_load_explicit(&bin->slow, memory_order_relaxed);
-  uint64_t size = tslab_classes[cls].size;
-  counts_add(&tc->folded[cls], al, fr, xf, sl);
-  sum->allocs += al;
-  sum->frees += fr;
-  sum->xfrees += xf;
-  sum->slow += sl;
-  sum->alloc_bytes += al * size;
-  sum->free_bytes += fr * size;
-  atomic_store_explicit(&bin->taken, 0, memory_order_relaxed);
-  atomic_store_explicit(&bin->frees_reported, 0, memory_order_relaxed);
-  atomic_store_explicit(&bin->allocs_reported, 0, memory_order_relaxed);
-  atomic_store_explicit(&bin->frees, 0, memory_order_relaxed);
-  atomic_store_explicit(&bin->xfrees, 0, memory_order_relaxed);
-  atomic_store_explicit(&bin->slow, 0, memory_order_relaxed);
-}
-
-TSLAB_INTERNAL void tslab_epoch_fold_blocks(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc,
-                                            tslab_fold_t* sum) {
-  (void)a;
-  uint64_t al = atomic_load_explicit(&sc->ballocs, memory_order_relaxed);
-  uint64_t fr = atomic_load_explicit(&sc->bfrees, memory_order_relaxed);
-  uint64_t xf = atomic_load_explicit(&sc->bxfrees, memory_order_relaxed);
-  uint64_t sl = atomic_load_explicit(&sc->bslow, memory_order_relaxed);
-  counts_add(&tc->folded[TSLAB_CLASSES], al, fr, xf, sl);
-  sum->allocs += al;
-  sum->frees += fr;
-  sum->xfrees += xf;
-  sum->slow += sl;
-  sum->alloc_bytes += atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
-  sum->free_bytes += atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed);
-  atomic_store_explicit(&sc->ballocs, 0, memory_order_relaxed);
-  atomic_store_explicit(&sc->bfrees, 0, memory_order_relaxed);
-  atomic_store_explicit(&sc->bxfrees, 0, memory_order_relaxed);
-  atomic_store_explicit(&sc->bslow, 0, memory_order_relaxed);
-  atomic_store_explicit(&sc->bbytes_alloc, 0, memory_order_relaxed);
-  atomic_store_explicit(&sc->bbytes_free, 0, memory_order_relaxed);
-}
-
 /* ---- labels ---- */
 
 static int label_find_or_add(tslab_t* a, const char* name) {
@@ -118,36 +66,46 @@ static int label_find_or_add(tslab_t* a, const char* name) {
 static void retire_label(tslab_t* a, tslab_epoch_slot_t* es) {
   tslab_label_entry_t* l = &a->labels[es->label_id];
   atomic_fetch_add(&l->epochs, 1);
-  atomic_fetch_add(&l->allocs, atomic_load(&es->allocs) + atomic_load(&es->large_allocs));
-  atomic_fetch_add(&l->frees, atomic_load(&es->frees) + atomic_load(&es->large_frees));
-  atomic_fetch_add(&l->xfrees, atomic_load(&es->xfrees));
-  atomic_fetch_add(&l->slow, atomic_load(&es->slow));
-  atomic_fetch_add(&l->alloc_bytes, atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc));
-  atomic_fetch_add(&l->free_bytes, atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free));
+  atomic_fetch_add(&l->allocs, atomic_load(&es->f_allocs) + atomic_load(&es->allocs) + atomic_load(&es->large_allocs));
+  atomic_fetch_add(&l->frees, atomic_load(&es->f_frees) + atomic_load(&es->frees) + atomic_load(&es->large_frees));
+  atomic_fetch_add(&l->xfrees, atomic_load(&es->f_xfrees) + atomic_load(&es->xfrees));
+  atomic_fetch_add(&l->slow, atomic_load(&es->f_slow) + atomic_load(&es->slow));
+  atomic_fetch_add(&l->alloc_bytes, atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) +
+                                        atomic_load(&es->large_bytes_alloc));
+  atomic_fetch_add(&l->free_bytes, atomic_load(&es->f_free_bytes) + atomic_load(&es->free_bytes) +
+                                       atomic_load(&es->large_bytes_free));
 }
 
-/* The slot starts over for a new era (its mutex held, inflight zero). */
+/* The slot starts over for a new era (its mutex held, inflight zero, and
+ * nobody else can write its counters: relaxed stores). */
 static void slot_reset(tslab_epoch_slot_t* es) {
   es->label[0] = 0;
   es->label_id = -1;
   es->rss_before_close = es->rss_after_close = es->released_at_close = es->close_ns = 0;
   es->forced = false;
   es->refcount = 0;
-  atomic_store(&es->user, NULL);
-  atomic_store(&es->multi, 0);
-  atomic_store(&es->allocs, 0);
-  atomic_store(&es->frees, 0);
-  atomic_store(&es->xfrees, 0);
-  atomic_store(&es->slow, 0);
-  atomic_store(&es->alloc_bytes, 0);
-  atomic_store(&es->free_bytes, 0);
-  atomic_store(&es->slabs, 0);
-  atomic_store(&es->slab_bytes, 0);
-  atomic_store(&es->released_bytes, 0);
-  atomic_store(&es->large_allocs, 0);
-  atomic_store(&es->large_frees, 0);
-  atomic_store(&es->large_bytes_alloc, 0);
-  atomic_store(&es->large_bytes_free, 0);
+#define ZERO(f) atomic_store_explicit(&es->f, 0, memory_order_relaxed)
+  ZERO(f_allocs);
+  ZERO(f_frees);
+  ZERO(f_xfrees);
+  ZERO(f_slow);
+  ZERO(f_alloc_bytes);
+  ZERO(f_free_bytes);
+  ZERO(allocs);
+  ZERO(frees);
+  ZERO(xfrees);
+  ZERO(slow);
+  ZERO(alloc_bytes);
+  ZERO(free_bytes);
+  ZERO(slabs);
+  ZERO(slab_bytes);
+  ZERO(released_bytes);
+  ZERO(large_allocs);
+  ZERO(large_frees);
+  ZERO(large_bytes_alloc);
+  ZERO(large_bytes_free);
+#undef ZERO
+  atomic_store_explicit(&es->multi, 0, memory_order_relaxed);
 }
 
 /* ---- close ---- */
@@ -162,76 +120,140 @@ static void wait_window(_Atomic uint64_t* busy) {
 }
 
 static void detach_cache(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era, tslab_run_t** detached,
-                         tslab_fold_t* sum) {
+                         tslab_run_t** drained, tslab_fold_t* sum, bool ending) {
   pthread_mutex_lock(&tc->mu);
-  tslab_tcache_detach_slot(a, tc, slot, era, detached, sum);
+  tslab_tcache_detach_slot(a, tc, slot, era, detached, drained, sum, ending);
   pthread_mutex_unlock(&tc->mu);
 }
 
 /* Step 2 or 3: take the era's runs from every cache that may hold them. */
-static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t** detached, tslab_fold_t* sum) {
+static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t** detached,
+                         tslab_run_t** drained, tslab_fold_t* sum, bool ending) {
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_epoch_slot_t* es = &a->slots[slot];
   tslab_tcache_t* user = atomic_load_explicit(&es->user, memory_order_seq_cst);
   bool multi = atomic_load_explicit(&es->multi, memory_order_seq_cst) != 0;
   if (!multi && (!user || user == me)) {
-    if (user) detach_cache(a, user, slot, era, detached, sum);
+    if (!user) return;
+    /* The caller's own cache, with no window open: nothing to wait for. Its
+     * mutex keeps remote notifiers off its lists while slabs are detached;
+     * a slot that holds only blocks has nothing they could touch. */
+    tslab_slot_cache_t* sc = &user->slots[slot];
+    if (atomic_load_explicit(&sc->classes[0], memory_order_relaxed) |
+        atomic_load_explicit(&sc->classes[1], memory_order_relaxed))
+      detach_cache(a, user, slot, era, detached, drained, sum, ending);
+    else
+      tslab_tcache_detach_slot(a, user, slot, era, detached, drained, sum, ending);
     return;
   }
   tslab_os_heavy_fence();
   if (multi) {
     for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) wait_window(&tc->busy);
     for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
-      detach_cache(a, tc, slot, era, detached, sum);
+      detach_cache(a, tc, slot, era, detached, drained, sum, ending);
   } else {
     wait_window(&user->busy);
-    detach_cache(a, user, slot, era, detached, sum);
+    detach_cache(a, user, slot, era, detached, drained, sum, ending);
   }
 }
 
-/* Runs detached with live objects join the era's detached list (linked before
- * their live count is set, so a free that drains one finds it there); empty
- * ones are returned: a drained block of the closer's own cache becomes its
- * hot block, the others go to the heap in one batch. */
-static void settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t* detached) {
+/* Objects ended by free-all count as frees of the era (end_run counts them
+ * for the instance). The era's slot holds the era: the caller is its
+ * closer. */
+static void count_ended(tslab_t* a, tslab_epoch_slot_t* es, uint64_t ended, uint64_t frees, uint64_t bytes) {
+  if (!ended && !frees) return;
+  atomic_fetch_add_explicit(&es->frees, ended + frees, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->free_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->objects_ended, ended, memory_order_relaxed);
+}
+
+/* Free-all: end every object of a detached run. Returns the objects ended;
+ * *frees gets the remote frees the kill found completed (counted as frees),
+ * *bytes the bytes of both in slabs. The caller applies -(ended + frees) to
+ * `live`. */
+static uint64_t end_run(tslab_t* a, tslab_run_t* s, uint64_t* frees, uint64_t* bytes) {
+  bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
+  uint64_t remote = 0;
+  uint64_t ended = tslab_run_kill(a, s, &remote);
+  *frees += remote;
+  /* Block objects' sizes are not read one by one: the era's bytes are
+   * settled as a whole after a free-all (settle_bytes). */
+  if (!block) *bytes += (ended + remote) * s->obj_size;
+  /* The instance's totals, by class (blocks have their own). */
+  if (ended + remote)
+    atomic_fetch_add_explicit(&a->ext[block ? TSLAB_CLASSES : s->cls].frees, ended + remote, memory_order_relaxed);
+  return ended;
+}
+
+/* Runs detached with live objects join the era's detached list, linked
+ * before their live count is set, so a free that drains one finds it there;
+ * with free_all they are ended first. Runs that are (or end) empty, and
+ * drained blocks, are given back: a drained block of the closer's own cache
+ * becomes its hot block, the rest goes to the heap in one batch. */
+static void settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t* detached,
+                            tslab_run_t* drained, bool free_all) {
   tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   tslab_run_t* empty = NULL;
+  uint64_t ended = 0, frees = 0, bytes = 0;
   while (detached) {
     tslab_run_t* s = detached;
     detached = s->bin_next;
     __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED); /* links are read by statistics */
-    tslab_spin_lock(&es->mu);
-    s->era_prev = NULL;
-    s->era_next = es->detached;
-    if (es->detached) es->detached->era_prev = s;
-    es->detached = s;
-    s->in_era_list = 1;
-    tslab_spin_unlock(&es->mu);
-    if (!tslab_run_live_add(s, s->detach_delta)) continue;
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
-    if (block && me && atomic_load_explicit(&s->creator, memory_order_relaxed) == me) {
+    int64_t delta = s->detach_delta;
+    bool empty_now;
+    if (free_all) {
+      /* Frees that took a bit before the kill are counted in `live`
+       * already; whoever brings it to zero gives the run back. */
+      uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
+      ended += e;
+      empty_now = tslab_run_live_add(s, delta - (int64_t)(e + frees - f0));
+      if (!empty_now) continue;
+    } else if (delta == 0) {
+      empty_now = true; /* nothing live: nobody can free into it any more */
+    } else {
       tslab_spin_lock(&es->mu);
-      if (s->era_prev)
-        s->era_prev->era_next = s->era_next;
-      else
-        es->detached = s->era_next;
-      if (s->era_next) s->era_next->era_prev = s->era_prev;
-      s->in_era_list = 0;
+      s->era_prev = NULL;
+      s->era_next = es->detached;
+      if (es->detached) es->detached->era_prev = s;
+      es->detached = s;
+      s->in_era_list = 1;
       tslab_spin_unlock(&es->mu);
-      if (tslab_block_keep(a, me, s)) {
-        atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&es->slab_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&a->cls_slabs[TSLAB_CLASSES], 1, memory_order_relaxed);
+      /* A detached block holding objects counts as the era's run (7.5). */
+      if (block) {
+        atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&es->slab_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
+      }
+      empty_now = tslab_run_live_add(s, delta);
+      if (!empty_now) continue;
+      if (block) {
+        /* It emptied at once: the list and the era count let go of it. */
+        tslab_run_retire(a, s);
         continue;
       }
     }
-    s->heap_next = empty;
-    empty = s;
+    if (block) {
+      LINK_STORE_RUN(s->bin_next, drained);
+      drained = s;
+    } else {
+      s->heap_next = empty;
+      empty = s;
+    }
+  }
+  while (drained) {
+    tslab_run_t* b = drained;
+    drained = b->bin_next;
+    __atomic_store_n(&b->bin_next, NULL, __ATOMIC_RELAXED);
+    if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) continue;
+    b->heap_next = empty;
+    empty = b;
   }
   tslab_runs_retire(a, empty);
+  if (free_all) count_ended(a, es, ended, frees, bytes);
 }
 
-/* Free-all: end every object of the era's detached runs and spans. */
+/* Free-all: end every object of the era's runs detached by earlier closes,
+ * and of its spans. */
 static void end_objects(tslab_t* a, uint64_t era) {
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_epoch_slot_t* es = &a->slots[slot];
@@ -251,23 +273,16 @@ static void end_objects(tslab_t* a, uint64_t era) {
     list = s;
   }
   tslab_spin_unlock(&es->mu);
-  uint64_t ended = 0, frees = 0, free_bytes = 0;
+  uint64_t ended = 0, frees = 0, bytes = 0;
   while (list) {
     tslab_run_t* s = list;
     list = s->heap_next;
-    bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
-    uint64_t live_bytes = block ? tslab_block_live_bytes(s) : 0;
-    uint64_t remote = 0;
-    uint64_t killed = tslab_run_kill(a, s, &remote);
-    ended += killed;
-    frees += remote;
-    free_bytes += block ? live_bytes : (killed + remote) * s->obj_size;
-    if (tslab_run_live_add(s, -(int64_t)(killed + remote))) tslab_run_retire(a, s);
+    uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
+    ended += e;
+    if (tslab_run_live_add(s, -(int64_t)(e + frees - f0))) tslab_run_retire(a, s);
   }
-  atomic_fetch_add_explicit(&es->frees, ended + frees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->free_bytes, free_bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->ext[TSLAB_CLASSES].frees, ended + frees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->objects_ended, ended + tslab_large_kill_era(a, slot, era), memory_order_relaxed);
+  count_ended(a, es, ended, frees, bytes);
+  atomic_fetch_add_explicit(&a->objects_ended, tslab_large_kill_era(a, slot, era), memory_order_relaxed);
 }
 
 /* Close era e (and with free_all, end its objects). Returns the status of
@@ -292,23 +307,38 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     /* A close in progress: wait for it to finish (C3). */
     if (spins > 64) sched_yield();
   }
-  uint64_t t0 = tslab_now_ns();
   tslab_tcache_t* me = tslab_tcache_find(a);
   uint64_t released0 = atomic_load_explicit(&es->released_bytes, memory_order_relaxed);
+  /* The close of a request-sized epoch (only the caller's cache held it, in
+   * blocks only) is not timed: reading the clock twice would cost more than
+   * the close (7.3 step 6). Every other close is. */
+  tslab_tcache_t* user = atomic_load_explicit(&es->user, memory_order_seq_cst);
+  bool sole = !atomic_load_explicit(&es->multi, memory_order_seq_cst) && (!user || user == me);
+  bool blocks_only = !user || !(atomic_load_explicit(&user->slots[e & a->ring_mask].classes[0], memory_order_relaxed) |
+                                atomic_load_explicit(&user->slots[e & a->ring_mask].classes[1], memory_order_relaxed));
+  bool timed = free_all || forced || was_closed || !sole || !blocks_only;
+  uint64_t t0 = timed ? tslab_now_ns() : 0;
   if (!was_closed) {
-    tslab_run_t* detached = NULL;
+    tslab_run_t *detached = NULL, *drained = NULL;
     tslab_fold_t sum = {0};
-    detach_users(a, e, me, &detached, &sum);
-    atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
-    atomic_fetch_add_explicit(&es->allocs, sum.allocs, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->frees, sum.frees, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->xfrees, sum.xfrees, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->slow, sum.slow, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->alloc_bytes, sum.alloc_bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->free_bytes, sum.free_bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
-    settle_detached(a, e, me, detached);
-    atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
+    detach_users(a, e, me, &detached, &drained, &sum, free_all);
+    /* The era's counts, read off the caches, become its slot's (one writer:
+     * this closer); readers of the era retry meanwhile. */
+    uint64_t seq = atomic_load_explicit(&es->stat_seq, memory_order_relaxed);
+    atomic_store_explicit(&es->stat_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&es->f_allocs, atomic_load_explicit(&es->f_allocs, memory_order_relaxed) + sum.allocs, memory_order_relaxed);
+    atomic_store_explicit(&es->f_frees, atomic_load_explicit(&es->f_frees, memory_order_relaxed) + sum.frees, memory_order_relaxed);
+    atomic_store_explicit(&es->f_xfrees, atomic_load_explicit(&es->f_xfrees, memory_order_relaxed) + sum.xfrees, memory_order_relaxed);
+    atomic_store_explicit(&es->f_slow, atomic_load_explicit(&es->f_slow, memory_order_relaxed) + sum.slow, memory_order_relaxed);
+    atomic_store_explicit(&es->f_alloc_bytes, atomic_load_explicit(&es->f_alloc_bytes, memory_order_relaxed) + sum.alloc_bytes, memory_order_relaxed);
+    atomic_store_explicit(&es->f_free_bytes, atomic_load_explicit(&es->f_free_bytes, memory_order_relaxed) + sum.free_bytes, memory_order_relaxed);
+    atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
+    settle_detached(a, e, me, detached, drained, free_all);
+    if (me)
+      tslab_bump(&me->epochs_closed, 1);
+    else
+      atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
     if (forced) {
       es->forced = true;
       atomic_fetch_add_explicit(&a->epochs_forced, 1, memory_order_relaxed);
@@ -316,18 +346,23 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   }
   if (free_all) {
     end_objects(a, e);
+    /* Nothing of the era is live any more: its free bytes catch up with its
+     * allocated bytes (the blocks' objects were not sized one by one). */
+    uint64_t in = atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
+    uint64_t out = atomic_load(&es->f_free_bytes) + atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
+    if (in > out) atomic_fetch_add_explicit(&es->free_bytes, in - out, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->epochs_freed_all, 1, memory_order_relaxed);
   }
   uint64_t released = atomic_load_explicit(&es->released_bytes, memory_order_relaxed) - released0;
-  es->released_at_close += released;
   if (released) {
     /* RSS is read only when the close returned memory: a close within the
      * reserve makes no system call (7.3 step 6). */
+    es->released_at_close += released;
     es->rss_after_close = tslab_process_rss();
     es->rss_before_close = es->rss_after_close + released;
   }
-  es->close_ns = tslab_now_ns() - t0;
-  atomic_store_explicit(word, TSLAB_STATE(e, TSLAB_EPOCH_CLOSED), memory_order_seq_cst);
+  if (timed) es->close_ns = tslab_now_ns() - t0;
+  atomic_store_explicit(word, TSLAB_STATE(e, TSLAB_EPOCH_CLOSED), memory_order_release);
   return TSLAB_OK;
 }
 
@@ -342,9 +377,11 @@ TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e) { return close_chec
 
 TSLAB_API int tslab_epoch_free_all(tslab_t* a, tslab_epoch_t e) { return close_checked(a, e, true); }
 
+static void open_era(tslab_t* a, uint64_t era);
+
 /* Fork child (7.6): a close in progress in a vanished thread is completed,
- * an era a vanished thread was opening is marked closed (nobody knows its
- * number), and non-owner frees of vanished threads no longer hold slots. */
+ * so is an era a vanished thread was opening, and non-owner frees of
+ * vanished threads no longer hold slots. */
 TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_epoch_slot_t* es = &a->slots[slot];
@@ -352,17 +389,22 @@ TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
     uint64_t st = atomic_load(&a->ring[slot].state);
     uint64_t era = TSLAB_STATE_ERA(st);
     if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY && era) {
-      atomic_store(&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSED));
+      /* Its opener vanished half-way: the open is finished here, as the
+       * advance would have finished it (`current` names it; leaving it
+       * unopened would stall every later advance). */
+      open_era(a, era);
     } else if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_CLOSING) {
-      tslab_run_t* detached = NULL;
+      tslab_run_t *detached = NULL, *drained = NULL;
       tslab_fold_t sum = {0};
       for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
-        tslab_tcache_detach_slot(a, tc, slot, era, &detached, &sum);
-      atomic_fetch_add(&es->allocs, sum.allocs);
-      atomic_fetch_add(&es->frees, sum.frees);
-      atomic_fetch_add(&es->alloc_bytes, sum.alloc_bytes);
-      atomic_fetch_add(&es->free_bytes, sum.free_bytes);
-      settle_detached(a, era, NULL, detached);
+        tslab_tcache_detach_slot(a, tc, slot, era, &detached, &drained, &sum, false);
+      atomic_fetch_add(&es->f_allocs, sum.allocs);
+      atomic_fetch_add(&es->f_frees, sum.frees);
+      atomic_fetch_add(&es->f_xfrees, sum.xfrees);
+      atomic_fetch_add(&es->f_slow, sum.slow);
+      atomic_fetch_add(&es->f_alloc_bytes, sum.alloc_bytes);
+      atomic_fetch_add(&es->f_free_bytes, sum.free_bytes);
+      settle_detached(a, era, NULL, detached, drained, false);
       atomic_store(&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSED));
     }
     uint64_t seq = atomic_load(&es->stat_seq);
@@ -387,17 +429,24 @@ static void open_era(tslab_t* a, uint64_t era) {
   for (unsigned spins = 0; atomic_load_explicit(&es->inflight, memory_order_seq_cst); spins++)
     if (spins > 64) sched_yield();
   /* The old era's label id cannot change any more (its slot names the new
-   * era), so reading it before taking the locks in order is safe. */
-  tslab_spin_lock(&es->mu);
-  bool labelled = es->label_id >= 0;
-  tslab_spin_unlock(&es->mu);
+   * era, so set_label refuses it), so it is read before taking the locks in
+   * their order. */
+  bool labelled = __atomic_load_n(&es->label_id, __ATOMIC_RELAXED) >= 0;
   if (labelled) pthread_mutex_lock(&a->label_mu);
   tslab_spin_lock(&es->mu);
-  atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
+  uint64_t seq = atomic_load_explicit(&es->stat_seq, memory_order_relaxed);
+  atomic_store_explicit(&es->stat_seq, seq + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
   if (labelled) retire_label(a, es);
   slot_reset(es);
-  es->opened_ns = tslab_now_ns();
-  atomic_fetch_add_explicit(&es->stat_seq, 1, memory_order_acq_rel);
+  es->opened_ns = tslab_coarse_ns();
+  /* The thread that opens an era is most likely its user: registering it
+   * now spares its first allocation a compare-and-swap (7.2). Registering a
+   * cache that never uses the era only costs a close by another thread the
+   * fence it would otherwise skip. */
+  tslab_tcache_t* me = tslab_tcache_find(a);
+  atomic_store_explicit(&es->user, me, memory_order_relaxed);
+  atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
   tslab_spin_unlock(&es->mu);
   if (labelled) pthread_mutex_unlock(&a->label_mu);
   atomic_store_explicit(&a->ring[era & a->ring_mask].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE),
@@ -406,7 +455,10 @@ static void open_era(tslab_t* a, uint64_t era) {
   while (cur < era && !atomic_compare_exchange_weak_explicit(&a->current, &cur, era, memory_order_seq_cst,
                                                              memory_order_relaxed)) {
   }
-  atomic_fetch_add_explicit(&a->epochs_opened, 1, memory_order_relaxed);
+  if (me)
+    tslab_bump(&me->epochs_opened, 1);
+  else
+    atomic_fetch_add_explicit(&a->epochs_opened, 1, memory_order_relaxed);
 }
 
 TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {

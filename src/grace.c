@@ -105,6 +105,8 @@ static bool all_quiet(tslab_t* a, const tslab_tcache_t* self) {
   return true;
 }
 
+TSLAB_INTERNAL bool tslab_grace_quiet(tslab_t* a, const tslab_tcache_t* self) { return all_quiet(a, self); }
+
 TSLAB_INTERNAL bool tslab_grace_passed(tslab_t* a, const tslab_tcache_t* self, uint64_t stamp) {
   tslab_grace_t* g = &a->grace;
   if (stamp < atomic_load_explicit(&g->done, memory_order_acquire)) return true;

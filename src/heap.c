@@ -131,6 +131,17 @@ static tslab_run_t* desc_new(tslab_t* a, const tslab_tcache_t* self) {
 
 /* ---- run geometry ---- */
 
+/* A descriptor's geometry is about to change: `seq` odd (G2)... */
+TSLAB_INTERNAL void tslab_run_seq_begin(tslab_run_t* r) {
+  atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) | 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+
+/* ... and has changed: `seq` even again. */
+static void seq_end(tslab_run_t* r) {
+  atomic_store_explicit(&r->seq, (atomic_load_explicit(&r->seq, memory_order_relaxed) | 1) + 1, memory_order_release);
+}
+
 static void map_set(tslab_t* a, size_t g, tslab_run_t* r) {
   atomic_store_explicit(&a->map[g], r, memory_order_release);
 }
@@ -153,12 +164,10 @@ static uint32_t bin_of(size_t n) {
 /* Change a free run's extent: inside `seq`, so a reader that reaches it
  * through a stale map entry never pairs an old start with a new length. */
 static void set_extent(tslab_run_t* r, uint8_t* start, size_t granules) {
-  uint32_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
-  atomic_store_explicit(&r->seq, s | 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
+  tslab_run_seq_begin(r);
   r->start = start;
   r->granules = (uint32_t)granules;
-  atomic_store_explicit(&r->seq, (s | 1) + 1, memory_order_release);
+  seq_end(r);
 }
 
 /* ---- clean runs ---- */
@@ -444,6 +453,7 @@ static size_t populate_claim(tslab_t* a, size_t hi, size_t* from) {
 TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r) {
   tslab_run_t* d = desc_new(a, self);
   if (!d) return NULL;
+  tslab_run_seq_begin(d);
   d->start = r->start;
   d->granules = r->granules;
   atomic_store_explicit(&d->kind, TSLAB_RUN_NONE, memory_order_relaxed);
@@ -508,9 +518,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     /* Odd: formatting. A reader that reaches the descriptor through a stale
      * map entry rejects it until tslab_run_publish. Then the descriptor
      * starts from scratch, its bitmaps still attached for the formatter. */
-    uint32_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    atomic_store_explicit(&r->seq, s | 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    tslab_run_seq_begin(r);
     uint8_t* start = r->start;
     uint32_t granules = r->granules;
     desc_clear(r);
@@ -529,7 +537,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
 TSLAB_INTERNAL void tslab_run_publish(tslab_t* a, tslab_run_t* r, uint8_t kind) {
   size_t g0 = tslab_run_index(a, r);
   atomic_store_explicit(&r->kind, kind, memory_order_release);
-  atomic_store_explicit(&r->seq, atomic_load_explicit(&r->seq, memory_order_relaxed) + 1, memory_order_release);
+  seq_end(r);
   if (kind == TSLAB_RUN_LARGE) {
     map_ends(a, r);
   } else {
@@ -603,6 +611,9 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
     r->heap_next = NULL;
     raise_gen_base(a, r, atomic_load_explicit(&r->kind, memory_order_relaxed));
     r->retired = stamp;
+    /* A run given back before it was published (a formatter that ran out of
+     * metadata) closes its `seq`. */
+    if (atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) seq_end(r);
     size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
     if (!release && a->config.release_policy != TSLAB_RELEASE_EAGER && r->granules <= TSLAB_SLAB_MAX_GRANULES &&
         h->dirty_bytes + bytes <= a->config.pool_resident_max)

@@ -65,13 +65,26 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   a->ring_size = c.epoch_ring_size;
   a->ring_mask = c.epoch_ring_size - 1;
   a->ring_shift = (uint32_t)__builtin_ctz(c.epoch_ring_size);
-  a->reserve = c.reserve_bytes;
+  /* reserve_bytes is what the instance asks for; where the system grants
+   * less address space (a ulimit -v, a sandbox, a tool), it takes the
+   * largest half, quarter, ... it can get, down to 1/64 or 1 GiB, and
+   * max_alloc_size shrinks with it to half of the reservation. */
+  size_t want = c.reserve_bytes, floor = want / 64 > ((size_t)1 << 30) ? want / 64 : ((size_t)1 << 30);
+  for (;;) {
+    a->reserve = want;
+    a->base = (uint8_t*)tslab_os_reserve_aligned(&a->reserve, TSLAB_RESERVE_ALIGN, &a->mapping, &a->mapping_bytes);
+    if (a->base || want / 2 < floor || want / 2 < ((size_t)4 << 20)) break;
+    want /= 2;
+  }
+  if (a->base && a->config.max_alloc_size > a->reserve / 2) {
+    a->config.max_alloc_size = a->reserve / 2;
+    if (a->fast_max > a->config.max_alloc_size) a->fast_max = a->config.max_alloc_size;
+  }
   a->ngranules = a->reserve >> TSLAB_GRANULE_SHIFT;
   a->map_bytes = a->ngranules * sizeof(a->map[0]);
   /* Descriptors are about 200 bytes per run, bitmaps at most 1.5 KiB per
    * 64 KiB block. */
   a->meta_reserve = (a->ngranules * 1024 + TSLAB_COMMIT_STEP - 1) & ~(TSLAB_COMMIT_STEP - 1);
-  a->base = (uint8_t*)tslab_os_reserve_aligned(a->reserve, TSLAB_RESERVE_ALIGN, &a->mapping, &a->mapping_bytes);
   a->meta = a->base ? (uint8_t*)tslab_os_reserve(a->meta_reserve) : NULL;
   a->map = a->meta ? (_Atomic(tslab_run_t*)*)tslab_os_map(a->map_bytes) : NULL;
   a->gen_base = a->map ? (_Atomic uint16_t*)tslab_os_map(a->ngranules * sizeof(uint16_t)) : NULL;
@@ -111,6 +124,18 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
   if (!a) return 1;
   size_t bad = tslab_heap_check(a, report, cap);
   bad += tslab_tcache_check(a, bad ? NULL : report, cap);
+  /* Blocks are held by the caches (bumping, full) or by their era's
+   * detached list; the heap must hold as many. */
+  uint64_t blocks = 0;
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+      blocks += tc->slots[slot].blk != NULL;
+      for (tslab_run_t* b = tc->slots[slot].full; b; b = b->bin_next) blocks++;
+    }
+  }
+  for (uint32_t slot = 0; slot < a->ring_size; slot++)
+    for (tslab_run_t* r = a->slots[slot].detached; r; r = r->era_next)
+      blocks += atomic_load(&r->kind) == TSLAB_RUN_BLOCK;
   pthread_mutex_lock(&a->heap.mu);
   uint64_t runs[TSLAB_CLASSES + 1] = {0}, spans = 0;
   for (size_t g = 0; g < a->heap.top;) {
@@ -126,7 +151,7 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
     g += r->granules;
   }
   for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
-    uint64_t counted = atomic_load(&a->cls_slabs[c]);
+    uint64_t counted = c < TSLAB_CLASSES ? atomic_load(&a->cls_slabs[c]) : blocks;
     if (counted != runs[c] && bad++ == 0 && report && cap)
       snprintf(report, cap, "%s %u: counters say %llu runs, the heap holds %llu", c == TSLAB_CLASSES ? "blocks" : "class",
                c, (unsigned long long)counted, (unsigned long long)runs[c]);

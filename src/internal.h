@@ -70,6 +70,19 @@ TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
 TSLAB_INTERNAL extern uint8_t tslab_class_small[129];
 TSLAB_INTERNAL void tslab_classes_init(void);
 
+/* Population count: one instruction where the target has it, else the
+ * bit-parallel sum (the compiler's fallback is an out-of-line call). */
+static inline uint32_t tslab_popcount(uint64_t x) {
+#if defined(__POPCNT__) || !defined(__x86_64__)
+  return (uint32_t)__builtin_popcountll(x);
+#else
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+#endif
+}
+
 /* Class of a request of 1..TSLAB_SMALL_MAX bytes. */
 static inline uint32_t tslab_class_of(size_t size) {
   if (likely(size <= 1024)) return tslab_class_small[(size + 7) >> 3];
@@ -139,7 +152,8 @@ struct tslab_run {
   uint32_t gens_cap;          /* slots of the attached generation array */
   _Atomic uint32_t mode;
   _Atomic uint32_t notify;
-  uint32_t hint;              /* owner only: where the next word scan starts */
+  uint32_t hint;              /* owner only: slabs: where the next word scan starts;
+                                 blocks: objects allocated, once bumping stopped */
   uint32_t bumped;            /* blocks: units handed out, once bumping stopped */
   _Atomic int64_t live;       /* detached accounting */
   _Atomic uint64_t* starts;   /* blocks: object start bits */
@@ -218,9 +232,12 @@ typedef struct tslab_bin {
   tslab_run_t* parked;
   _Atomic uint64_t xfrees;
   _Atomic uint64_t slow;
-  /* The highest counts a reader reported (readers serialise on the
-   * cache's stat lock), so counts never go backwards. */
+  /* The highest counts a reader reported (raised with CAS), so counts never
+   * go backwards. */
   _Atomic uint64_t frees_reported, allocs_reported;
+  /* The counters are cumulative, never moved or reset (section 9); these
+   * are their values when the bin started counting for the slot's era. */
+  uint64_t base_allocs, base_frees, base_xfrees, base_slow;
 } __attribute__((aligned(128))) tslab_bin_t;
 
 /* Per ring slot state of a thread cache: the bump state of the slot's era
@@ -240,12 +257,16 @@ typedef struct tslab_slot_cache {
   _Atomic uint64_t era;
   size_t budget;              /* block bytes this cache may still bump for era */
   tslab_run_t* full;          /* blocks that stopped bumping (links: bin_next) */
-  uint64_t classes[2];        /* bins that count for era */
-  /* Block counters of the era: frees folded from blocks' pending counts,
-   * allocations of blocks that left `blk` and `full`, slow paths. */
+  _Atomic uint64_t classes[2]; /* bins that count for era (owner sets, closer clears) */
+  /* Block counters, cumulative like a bin's: frees folded from blocks'
+   * pending counts, objects and bytes of blocks that left `blk` and `full`,
+   * cross-thread frees, slow paths; and their values when the slot started
+   * counting for its era. */
   _Atomic uint64_t bfrees, bxfrees, ballocs, bslow;
   _Atomic uint64_t bbytes_alloc, bbytes_free;
+  uint64_t base_bfrees, base_bxfrees, base_ballocs, base_bslow, base_bbytes_alloc, base_bbytes_free;
   _Atomic uint64_t seq;       /* like a bin's */
+  bool ever;                  /* counted for some era: statistics read it */
 } __attribute__((aligned(64))) tslab_slot_cache_t;
 
 /* Cumulative counters of a cache (or of the instance, for threads without a
@@ -273,10 +294,13 @@ struct tslab_tcache {
    * all with an exchange (tslab_reserve_release). */
   _Atomic(tslab_run_t*) hot;
   _Atomic(tslab_run_t*) spares;
-  /* Statistics: counts of closed eras per class and for blocks (index
-   * TSLAB_CLASSES), folded in by closers under `mu` (readers hold it too),
-   * and frees this thread made in closed eras (atomic adds). */
-  tslab_counts_t folded[TSLAB_CLASSES + 1];
+  /* Statistics (section 9): classes any bin of this cache ever counted for
+   * (owner sets bits); frees this thread made in closed eras, per class and
+   * for blocks (index TSLAB_CLASSES), owner adds; epochs this thread opened
+   * and closed, owner adds. */
+  _Atomic uint64_t ever_classes[2];
+  tslab_counts_t late[TSLAB_CLASSES + 1];
+  _Atomic uint64_t epochs_opened, epochs_closed;
   /* Counts at adoption: a thread's own counts start there (registry mutex). */
   tslab_stats_thread_t adopted;
   tslab_bin_t bins[];         /* ring_size * TSLAB_CLASSES */
@@ -322,10 +346,13 @@ typedef struct tslab_epoch_slot {
   uint64_t opened_ns;
   uint64_t rss_before_close, rss_after_close, released_at_close, close_ns;
   bool forced;
-  /* Odd while a closer folds bins into the counters below or advance
-   * retires them into a label (readers of the era retry). */
+  /* Odd while a closer folds the caches' counts of the era into the f_
+   * counters or advance retires them into a label (readers of the era
+   * retry). Written by the era's one closer, or its advance. */
   _Atomic uint64_t stat_seq;
-  /* Counts folded from thread caches at close, and non-owner frees. */
+  _Atomic uint64_t f_allocs, f_frees, f_xfrees, f_slow, f_alloc_bytes, f_free_bytes;
+  /* Non-owner frees outside an active era, threads without a cache, spans
+   * (atomic adds). */
   _Atomic uint64_t allocs, frees, xfrees, slow;
   _Atomic uint64_t alloc_bytes, free_bytes;
   _Atomic uint64_t slabs;             /* slabs, blocks and spans of the era in use */
@@ -423,7 +450,9 @@ struct tslab {
   _Atomic uint64_t cacheless_busy;
   _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
   _Atomic uint64_t blocks_created, blocks_reused;
-  _Atomic uint64_t cls_slabs[TSLAB_CLASSES + 1];
+  _Atomic uint64_t cls_slabs[TSLAB_CLASSES]; /* slabs in use per class (blocks are counted by walks) */
+  /* Opened and closed by threads without a cache (the others count in their
+   * cache). */
   _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced, epochs_freed_all, objects_ended;
   _Atomic uint64_t resident_bytes;    /* runs handed out, in a reserve or dirty, not released */
   _Atomic uint64_t reserve_bytes;     /* the hot reserve (section 5) */
@@ -486,7 +515,7 @@ TSLAB_INTERNAL int tslab_fail(int status);
 
 /* os.c */
 TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes);
-TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t bytes, size_t align, void** mapping, size_t* mapping_bytes);
+TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t* bytes, size_t align, void** mapping, size_t* mapping_bytes);
 TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
 TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
 TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes);
@@ -494,6 +523,7 @@ TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes);
 TSLAB_INTERNAL void* tslab_os_map(size_t bytes); /* readable zeroed memory */
 TSLAB_INTERNAL void tslab_os_heavy_fence(void);
 TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void);
+TSLAB_INTERNAL uint64_t tslab_coarse_ns(void);
 TSLAB_INTERNAL uint64_t tslab_os_random(void);
 
 /* Light side of the asymmetric fence (docs/ARCHITECTURE.md section 7.3): a
@@ -547,6 +577,9 @@ static inline uint64_t tslab_grace_stamp(tslab_t* a) {
   atomic_thread_fence(memory_order_seq_cst);
   return atomic_load_explicit(&a->grace.gen, memory_order_seq_cst);
 }
+/* No other cache is inside a window now (a fence, then one load per cache):
+ * metadata the caller retired before the call may be reused at once. */
+TSLAB_INTERNAL bool tslab_grace_quiet(tslab_t* a, const tslab_tcache_t* self);
 /* Whether everything stamped `stamp` may be reused now; polls (without
  * blocking) when it is not yet known to be. */
 TSLAB_INTERNAL bool tslab_grace_passed(tslab_t* a, const tslab_tcache_t* self, uint64_t stamp);
@@ -567,6 +600,9 @@ TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity);
  * caller is about to format a run whose descriptor has not passed its grace
  * period. */
 TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r);
+/* The descriptor's geometry is about to change (odd `seq`, G2); publish
+ * makes it even again. */
+TSLAB_INTERNAL void tslab_run_seq_begin(tslab_run_t* r);
 TSLAB_INTERNAL void tslab_run_publish(tslab_t* a, tslab_run_t* r, uint8_t kind);
 /* Take back empty runs (linked through heap_next): into the dirty pool while
  * it has room and `release` is false, else released to the OS in as few
@@ -637,6 +673,12 @@ static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
   return tslab_slot_index(s->start, s->recip, s->obj_size, s->capacity, p);
 }
 
+/* Bitmap words that can hold set bits: a block's bumped prefix (bumped is
+ * set once it stops bumping), a slab's whole bitmap. */
+static inline uint32_t tslab_run_words(const tslab_run_t* s) {
+  return s->cls == TSLAB_CLASSES ? (s->bumped + 63) >> 6 : s->words;
+}
+
 static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
   uint64_t bit = 1ull << (idx & 63);
   return (atomic_load_explicit(&bits[2 * (idx >> 6)], memory_order_relaxed) & bit) &&
@@ -650,7 +692,9 @@ TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units
 TSLAB_INTERNAL size_t tslab_block_object_size(const tslab_run_view_t* v, uint32_t unit);
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b);
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release);
-TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b);
+TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc);
+/* Bytes of the block's live objects, among its first `units` units. */
+TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t units);
 
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
@@ -670,8 +714,16 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
  * live bins and blocks (cache mutex held). */
 TSLAB_INTERNAL void tslab_tcache_sum(tslab_t* a, tslab_tcache_t* tc, tslab_stats_thread_t* out);
 TSLAB_INTERNAL void tslab_tcache_ready(tslab_bin_t* bin, tslab_run_t* s);
+/* Closer, the cache quiescent for `era`: take the slot's runs. Runs with
+ * live objects are detached onto `detached` (their delta in detach_delta),
+ * drained blocks go on `drained`; the era's counts are added to `sum`. */
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
-                                             tslab_run_t** detached, tslab_fold_t* sum);
+                                             tslab_run_t** detached, tslab_run_t** drained, tslab_fold_t* sum,
+                                             bool ending);
+/* The counts of the slot's era held by this cache (current less base). */
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
+/* The bin of (era, cls), counting for the era (owner, era active, claimed). */
+TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a);
@@ -726,25 +778,6 @@ static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t er
   return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
-/* The busy window (section 6): `busy` is odd inside. Owner-only stores. */
-static inline void tslab_busy_enter(tslab_tcache_t* tc) {
-  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
-  tslab_light_fence();
-}
-
-/* A non-owner window: the busy store is made visible before any load
- * (section 4). */
-static inline void tslab_busy_enter_fenced(tslab_tcache_t* tc) {
-  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
-  atomic_thread_fence(memory_order_seq_cst);
-}
-
-static inline void tslab_busy_exit(tslab_tcache_t* tc) {
-  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1,
-                        memory_order_release);
-}
 
 /* The fast paths start on a cache line, so their speed does not depend on
  * where the linker happens to place them (a few percent either way). */
@@ -769,6 +802,31 @@ static inline void tslab_owner_add(_Atomic uint64_t* c, uint64_t n) {
   __asm__("addq %1, %0" : "+m"(*(uint64_t*)c) : "er"(n));
 #else
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+#endif
+}
+
+/* The busy window (section 6): `busy` is odd inside. Owner-only adds (one
+ * unlocked add to memory on x86-64). */
+static inline void tslab_busy_enter(tslab_tcache_t* tc) {
+  tslab_owner_add(&tc->busy, 1);
+  tslab_light_fence();
+}
+
+/* A non-owner window: the busy store is made visible before any load
+ * (section 4). */
+static inline void tslab_busy_enter_fenced(tslab_tcache_t* tc) {
+  tslab_owner_add(&tc->busy, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Leaving: everything the window wrote is visible before `busy` is even
+ * again (a release; on x86-64 stores are not reordered with stores). */
+static inline void tslab_busy_exit(tslab_tcache_t* tc) {
+#if defined(__x86_64__) && !defined(TSLAB_TSAN)
+  atomic_signal_fence(memory_order_release);
+  __asm__("addq $1, %0" : "+m"(*(uint64_t*)&tc->busy));
+#else
+  atomic_store_explicit(&tc->busy, atomic_load_explicit(&tc->busy, memory_order_relaxed) + 1, memory_order_release);
 #endif
 }
 
@@ -806,10 +864,6 @@ static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a);
 TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era);
 TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status);
-TSLAB_INTERNAL void tslab_epoch_fold_bin(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint32_t cls,
-                                         tslab_fold_t* sum);
-TSLAB_INTERNAL void tslab_epoch_fold_blocks(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc,
-                                            tslab_fold_t* sum);
 
 /* large.c */
 TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r);

@@ -66,17 +66,27 @@ TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes) {
 /* A reservation whose start is aligned to `align` (a power of two), so every
  * alignment the allocator derives from granule indexes holds whatever
  * address the kernel picks: over-reserve by the alignment and give the slack
- * back. *mapping and *mapping_bytes describe what to unmap at the end. */
-TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t bytes, size_t align, void** mapping, size_t* mapping_bytes) {
-  size_t total = bytes + align;
+ * back. Where the larger range cannot be had (some sandboxes and tools
+ * limit one mapping), the range itself is aligned inside and *bytes shrinks
+ * by at most the alignment. *mapping and *mapping_bytes describe what to
+ * unmap at the end. */
+TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t* bytes, size_t align, void** mapping, size_t* mapping_bytes) {
+  size_t total = *bytes + align;
   uint8_t* p = tslab_os_reserve(total);
-  if (!p) return NULL;
+  if (!p) {
+    total = *bytes;
+    p = tslab_os_reserve(total);
+    if (!p) return NULL;
+  }
   uint8_t* aligned = (uint8_t*)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-  size_t lead = (size_t)(aligned - p), tail = total - lead - bytes;
+  size_t lead = (size_t)(aligned - p);
+  size_t usable = total - lead < *bytes ? (total - lead) & ~(align - 1) : *bytes;
+  size_t tail = total - lead - usable;
   if (lead) munmap(p, lead);
-  if (tail) munmap(aligned + bytes, tail);
+  if (tail) munmap(aligned + usable, tail);
   *mapping = aligned;
-  *mapping_bytes = bytes;
+  *mapping_bytes = usable;
+  *bytes = usable;
   return aligned;
 }
 
@@ -184,6 +194,14 @@ TSLAB_INTERNAL uint64_t tslab_os_random(void) {
 TSLAB_API uint64_t tslab_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The coarse monotonic clock: a few nanoseconds to read (the fine one costs
+ * tens here), a few milliseconds of resolution. Epoch ages use it. */
+TSLAB_INTERNAL uint64_t tslab_coarse_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 

@@ -70,9 +70,14 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
   uint64_t era = atomic_load_explicit(&list->era, memory_order_relaxed);
   for (tslab_run_t* s = list; s; s = s->heap_next) {
     if (s->in_era_list) era_list_unlink(a, s);
-    size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
-    tslab_era_count_run(a, atomic_load_explicit(&s->era, memory_order_relaxed), -1, -(int64_t)bytes);
-    atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+    /* Slabs count for their era and class from their format; a block counts
+     * for its era only once detached with objects (7.5). */
+    bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
+    if (!block || atomic_load_explicit(&s->mode, memory_order_relaxed) == TSLAB_DETACHED) {
+      size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
+      tslab_era_count_run(a, atomic_load_explicit(&s->era, memory_order_relaxed), -1, -(int64_t)bytes);
+    }
+    if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
     atomic_store_explicit(&s->owner, NULL, memory_order_release);
   }
   size_t released = tslab_heap_retire_list(a, list, a->config.release_policy == TSLAB_RELEASE_EAGER);
@@ -93,17 +98,17 @@ static void bump_gens(tslab_run_t* s, uint32_t w, uint64_t bits) {
 
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_t* a, tslab_run_t* s) {
   uint32_t n = 0, invalid = 0;
-  for (uint32_t w = 0; w < s->words; w++) {
+  for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
     if (!atomic_load_explicit(&s->bits[2 * w + 1], memory_order_relaxed)) continue;
     uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_acq_rel);
     uint64_t al = atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed);
     uint64_t valid = r & al;
     /* A remote bit without its alloc bit: a local and a remote free of the
      * same slot raced; the local one won. */
-    invalid += (uint32_t)__builtin_popcountll(r & ~al);
+    invalid += tslab_popcount(r & ~al);
     if (!valid) continue;
     atomic_store_explicit(&s->bits[2 * w], al & ~valid, memory_order_relaxed);
-    n += (uint32_t)__builtin_popcountll(valid);
+    n += tslab_popcount(valid);
     bump_gens(s, w, valid);
   }
   TSLAB_ASSERT(n <= tslab_slab_used(s));
@@ -174,13 +179,18 @@ TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s) {
   __atomic_store_n(&s->bin_prev, NULL, __ATOMIC_RELAXED);
   int64_t collected = 0;
   uint64_t invalid = 0;
-  for (uint32_t w = 0; w < s->words; w++) {
+  /* Only the words the run handed slots out of can hold remote bits (a
+   * block's bumped prefix). A remote bit set after this looked at its word
+   * is taken back by its freer, which re-reads the mode (3.1). */
+  uint32_t words = tslab_run_words(s);
+  for (uint32_t w = 0; w < words; w++) {
+    if (!atomic_load_explicit(&s->bits[2 * w + 1], memory_order_seq_cst)) continue;
     uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
     if (!r) continue;
     uint64_t old = atomic_fetch_and_explicit(&s->bits[2 * w], ~r, memory_order_acq_rel);
-    collected += __builtin_popcountll(r & old);
+    collected += tslab_popcount(r & old);
     bump_gens(s, w, r & old);
-    invalid += (uint64_t)__builtin_popcountll(r & ~old);
+    invalid += (uint64_t)tslab_popcount(r & ~old);
   }
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
   return (int64_t)tslab_slab_used(s) - collected;
@@ -188,15 +198,16 @@ TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s) {
 
 TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* remote_frees) {
   uint64_t killed = 0, frees = 0, invalid = 0;
-  for (uint32_t w = 0; w < s->words; w++) {
+  /* A block's objects lie in its bumped prefix. */
+  for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
     uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
     uint64_t pad = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB ? padding(s, w) : 0;
     uint64_t old = atomic_exchange_explicit(&s->bits[2 * w], pad, memory_order_acq_rel) & ~pad;
     /* A remote bit taken here is a free that completed before the end:
      * counted as a free, not as an object ended. */
-    frees += (uint64_t)__builtin_popcountll(r & old);
-    invalid += (uint64_t)__builtin_popcountll(r & ~old);
-    killed += (uint64_t)__builtin_popcountll(old & ~r);
+    frees += (uint64_t)tslab_popcount(r & old);
+    invalid += (uint64_t)tslab_popcount(r & ~old);
+    killed += (uint64_t)tslab_popcount(old & ~r);
   }
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
   *remote_frees = frees;
@@ -242,26 +253,26 @@ TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* 
  * have left a remote bit), drained ones are retired, the others listed on
  * their era; class counts are recounted from the heap. */
 TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
-  uint64_t counts[TSLAB_CLASSES + 1] = {0};
+  uint64_t counts[TSLAB_CLASSES] = {0};
   for (size_t g = 0; g < a->heap.top;) {
     tslab_run_t* s = atomic_load(&a->map[g]);
     if (!s || s->start != a->base + (g << TSLAB_GRANULE_SHIFT) || s->granules == 0) break;
     g += s->granules;
     uint8_t kind = atomic_load(&s->kind);
     if (kind != TSLAB_RUN_SLAB && kind != TSLAB_RUN_BLOCK) continue;
-    counts[kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : s->cls]++;
+    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++;
     if (atomic_load(&s->mode) != TSLAB_DETACHED) continue;
     int64_t live = 0;
     for (uint32_t w = 0; w < s->words; w++) {
       uint64_t r = atomic_exchange(&s->bits[2 * w + 1], 0);
       uint64_t al = atomic_fetch_and(&s->bits[2 * w], ~r) & ~r;
-      live += __builtin_popcountll(al & ~(kind == TSLAB_RUN_SLAB ? padding(s, w) : 0));
+      live += tslab_popcount(al & ~(kind == TSLAB_RUN_SLAB ? padding(s, w) : 0));
     }
     atomic_store(&s->live, live);
     uint64_t era = atomic_load(&s->era);
     tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
     if (live == 0) {
-      counts[kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : s->cls]--;
+      if (kind == TSLAB_RUN_SLAB) counts[s->cls]--;
       tslab_run_retire(a, s);
     } else if (!s->in_era_list && TSLAB_STATE_ERA(tslab_epoch_state(a, era)) == era) {
       s->era_prev = NULL;
@@ -271,7 +282,7 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
       s->in_era_list = 1;
     }
   }
-  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
+  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
 }
 
 #define REPORT(...)                                                      \
@@ -299,7 +310,7 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     if (rm & pad) REPORT("slab %p has a remote bit in its padding", (void*)s->start);
     if (block && (al & ~atomic_load(&s->starts[w])))
       REPORT("block %p has a live unit that starts no object", (void*)s->start);
-    set += (uint32_t)__builtin_popcountll(al & ~pad);
+    set += tslab_popcount(al & ~pad);
   }
   uint64_t era = atomic_load(&s->era);
   if (era == 0 || era > atomic_load(&a->current)) REPORT("run %p has era %llu", (void*)s->start, (unsigned long long)era);
@@ -309,7 +320,7 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     if (block && s->list == TSLAB_LIST_CUR) {
       if (tslab_slab_used(s) < set) REPORT("bumping block %p: used %u below %u live", (void*)s->start, tslab_slab_used(s), set);
     } else {
-      uint32_t aside = s->list == TSLAB_LIST_CUR ? (uint32_t)__builtin_popcountll(atomic_load(&s->bin->mask)) : 0;
+      uint32_t aside = s->list == TSLAB_LIST_CUR ? tslab_popcount(atomic_load(&s->bin->mask)) : 0;
       if (set + aside != tslab_slab_used(s))
         REPORT("attached run %p: used %u but %u slots allocated, %u set aside", (void*)s->start, tslab_slab_used(s),
                set, aside);

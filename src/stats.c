@@ -23,29 +23,24 @@ typedef struct class_totals {
   uint64_t bins_in_use;
 } class_totals_t;
 
-static bool slot_counts_class(tslab_slot_cache_t* sc, uint32_t c) {
-  return atomic_load_explicit(&sc->era, memory_order_relaxed) &&
-         (c == TSLAB_CLASSES || (sc->classes[c >> 6] >> (c & 63)) & 1);
-}
-
-/* One cache's counts; `frees_pass` says which half this pass reads (frees,
- * or allocations and the rest). The cache's mutex keeps closers' folds out. */
+/* One cache's cumulative counts; `frees_pass` says which half this pass reads
+ * (frees, or allocations and the rest). Counters are never moved between
+ * places (section 9), so no lock is needed: bins and blocks are read under
+ * their sequence counts. */
 static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_totals_t* t) {
-  pthread_mutex_lock(&tc->mu);
   for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
     if (frees_pass) {
-      t->frees[c] += ld(&tc->folded[c].frees);
+      t->frees[c] += ld(&tc->late[c].frees);
     } else {
-      t->allocs[c] += ld(&tc->folded[c].allocs);
-      t->xfrees[c] += ld(&tc->folded[c].xfrees);
-      t->slow[c] += ld(&tc->folded[c].slow);
+      t->xfrees[c] += ld(&tc->late[c].xfrees);
     }
   }
+  uint64_t classes[2] = {ld(&tc->ever_classes[0]), ld(&tc->ever_classes[1])};
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_slot_cache_t* sc = &tc->slots[slot];
-    if (!atomic_load_explicit(&sc->era, memory_order_relaxed)) continue;
+    if (!__atomic_load_n(&sc->ever, __ATOMIC_ACQUIRE)) continue;
     for (uint32_t word = 0; word < 2; word++) {
-      for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
+      for (uint64_t m = classes[word]; m; m &= m - 1) {
         uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
         tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
         uint64_t al, fr;
@@ -56,10 +51,11 @@ static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_tot
           t->allocs[c] += al;
           t->xfrees[c] += ld(&b->xfrees);
           t->slow[c] += ld(&b->slow);
-          t->bins_in_use++;
         }
       }
     }
+    if (!frees_pass) t->bins_in_use += (uint64_t)tslab_popcount(ld(&sc->classes[0]) | 0) +
+                                       (uint64_t)tslab_popcount(ld(&sc->classes[1]));
     uint64_t al, fr, ab, fb;
     tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
     if (frees_pass) {
@@ -70,7 +66,6 @@ static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_tot
       t->slow[TSLAB_CLASSES] += ld(&sc->bslow);
     }
   }
-  pthread_mutex_unlock(&tc->mu);
 }
 
 /* Per-class totals over every cache and the instance: all frees, then all
@@ -114,7 +109,6 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
       out->slabs_in_use += ld(&a->cls_slabs[c]);
     }
   }
-  out->blocks_in_use = ld(&a->cls_slabs[TSLAB_CLASSES]);
   out->allocations_total += large_allocs;
   out->frees_total += large_frees;
   out->cross_thread_frees_total += ld(&a->large_xfrees);
@@ -130,33 +124,43 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   /* Above the top of the used range everything committed was released. */
   out->slabs_released = clean + (a->heap.committed >> TSLAB_GRANULE_SHIFT) - a->heap.top;
   out->committed_bytes = a->heap.committed + a->heap.meta_committed;
-  /* Block live bytes: walk the blocks of every cache's open eras. */
+  out->reserve_bytes = a->heap.dirty_bytes;
   pthread_mutex_unlock(&a->heap.mu);
+  /* Blocks: the caches' bumping and full blocks, and the detached ones;
+   * their live bytes are read off their bitmaps. */
+  uint64_t opened = ld(&a->epochs_opened), closed = ld(&a->epochs_closed);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
-    pthread_mutex_lock(&tc->mu);
+    opened += ld(&tc->epochs_opened);
+    closed += ld(&tc->epochs_closed);
+    out->reserve_bytes += tslab_block_reserve_bytes(tc);
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       tslab_slot_cache_t* sc = &tc->slots[slot];
-      if (!atomic_load_explicit(&sc->era, memory_order_relaxed)) continue;
+      if (!ld(&sc->era)) continue;
       tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
-      if (blk) out->live_bytes += tslab_block_live_bytes(blk);
-      for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
-        out->live_bytes += tslab_block_live_bytes(b);
+      if (blk) {
+        out->blocks_in_use++;
+        out->live_bytes += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
+      }
+      for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED)) {
+        out->blocks_in_use++;
+        out->live_bytes += tslab_block_live_bytes(b, b->bumped);
+      }
     }
-    pthread_mutex_unlock(&tc->mu);
   }
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_epoch_slot_t* es = &a->slots[slot];
     tslab_spin_lock(&es->mu);
-    for (tslab_run_t* r = es->detached; r; r = r->era_next)
-      if (atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK)
-        out->live_bytes += tslab_block_live_bytes(r);
+    for (tslab_run_t* r = es->detached; r; r = r->era_next) {
+      if (atomic_load_explicit(&r->kind, memory_order_relaxed) != TSLAB_RUN_BLOCK) continue;
+      out->blocks_in_use++;
+      out->live_bytes += tslab_block_live_bytes(r, r->bumped);
+    }
     tslab_spin_unlock(&es->mu);
   }
 
   out->rss_bytes = tslab_process_rss();
   out->reserved_bytes = a->reserve + a->meta_reserve;
   out->resident_estimate_bytes = ld(&a->resident_bytes);
-  out->reserve_bytes = ld(&a->reserve_bytes);
   out->metadata_bytes = ld(&a->meta_bytes) + t.bins_in_use * sizeof(tslab_bin_t) +
                         ld(&a->ncaches) * (sizeof(tslab_tcache_t) + a->ring_size * sizeof(tslab_slot_cache_t));
   out->slabs_created_total = ld(&a->slabs_created);
@@ -177,8 +181,8 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   out->alloc_failures_total = out->alloc_fail_closed_total + out->alloc_fail_stale_total +
                               out->alloc_fail_unknown_total + out->alloc_fail_size_total +
                               out->alloc_fail_oom_total;
-  out->epochs_opened_total = ld(&a->epochs_opened);
-  out->epochs_closed_total = ld(&a->epochs_closed);
+  out->epochs_opened_total = opened;
+  out->epochs_closed_total = closed;
   out->epochs_forced_close_total = ld(&a->epochs_forced);
   out->threads_active = ld(&a->nattached);
   out->thread_caches = ld(&a->ncaches);
@@ -226,48 +230,32 @@ typedef struct era_counts {
   uint64_t allocs, frees, xfrees, slow, alloc_bytes, free_bytes, live_bytes_blocks, empty;
 } era_counts_t;
 
-/* The counts of `era` held by caches: pass 1 frees, pass 2 the rest. */
-static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, bool frees_pass, era_counts_t* c) {
+/* The counts of `era` held by caches (current less base, section 9), and the
+ * live bytes of their blocks. */
+static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts_t* c) {
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     tslab_slot_cache_t* sc = &tc->slots[slot];
-    if (atomic_load_explicit(&sc->era, memory_order_relaxed) != era) continue;
-    pthread_mutex_lock(&tc->mu);
-    if (atomic_load_explicit(&sc->era, memory_order_relaxed) == era) {
-      for (uint32_t word = 0; word < 2; word++) {
-        for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
-          uint32_t cls = word * 64 + (uint32_t)__builtin_ctzll(m);
-          tslab_bin_t* b = tslab_bin_at(a, tc, slot, cls);
-          uint64_t al, fr;
-          tslab_bin_read(b, &al, &fr);
-          uint64_t size = tslab_classes[cls].size;
-          if (frees_pass) {
-            c->frees += fr;
-            c->free_bytes += fr * size;
-          } else {
-            c->allocs += al;
-            c->alloc_bytes += al * size;
-            c->xfrees += ld(&b->xfrees);
-            c->slow += ld(&b->slow);
-            tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_RELAXED);
-            c->empty += cur && tslab_slab_used(cur) == __builtin_popcountll(ld(&b->mask));
-          }
-        }
-      }
-      uint64_t al, fr, ab, fb;
-      tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
-      if (frees_pass) {
-        c->frees += fr;
-      } else {
-        c->allocs += al;
-        c->xfrees += ld(&sc->bxfrees);
-        c->slow += ld(&sc->bslow);
-        tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
-        if (blk) c->live_bytes_blocks += tslab_block_live_bytes(blk);
-        for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
-          c->live_bytes_blocks += tslab_block_live_bytes(b);
+    if (ld(&sc->era) != era) continue;
+    tslab_fold_t sum = {0};
+    tslab_tcache_era_counts(a, tc, slot, &sum);
+    c->allocs += sum.allocs;
+    c->frees += sum.frees;
+    c->xfrees += sum.xfrees;
+    c->slow += sum.slow;
+    c->alloc_bytes += sum.alloc_bytes;
+    c->free_bytes += sum.free_bytes;
+    for (uint32_t word = 0; word < 2; word++) {
+      for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+        tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_RELAXED);
+        c->empty += cur && tslab_slab_used(cur) == tslab_popcount(ld(&b->mask));
       }
     }
-    pthread_mutex_unlock(&tc->mu);
+    /* The bytes of block objects are read off the blocks. */
+    tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
+    if (blk) c->live_bytes_blocks += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
+    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
+      c->live_bytes_blocks += tslab_block_live_bytes(b, b->bumped);
   }
 }
 
@@ -283,14 +271,15 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
     st = atomic_load(&a->ring[slot].state);
     uint64_t era = TSLAB_STATE_ERA(st);
     memset(&c, 0, sizeof c);
-    c.frees = ld(&es->frees) + ld(&es->large_frees);
-    c.free_bytes = ld(&es->free_bytes) + ld(&es->large_bytes_free);
-    era_cache_counts(a, slot, era, true, &c);
-    era_cache_counts(a, slot, era, false, &c);
-    c.allocs += ld(&es->allocs) + ld(&es->large_allocs);
-    c.alloc_bytes += ld(&es->alloc_bytes) + ld(&es->large_bytes_alloc);
-    c.xfrees += ld(&es->xfrees);
-    c.slow += ld(&es->slow);
+    /* Frees first (section 9): the slot's own, then the caches'. */
+    c.frees = ld(&es->frees) + ld(&es->large_frees) + ld(&es->f_frees);
+    c.free_bytes = ld(&es->free_bytes) + ld(&es->large_bytes_free) + ld(&es->f_free_bytes);
+    era_cache_counts(a, slot, era, &c);
+    c.allocs += ld(&es->allocs) + ld(&es->large_allocs) + ld(&es->f_allocs);
+    c.alloc_bytes += ld(&es->alloc_bytes) + ld(&es->large_bytes_alloc) + ld(&es->f_alloc_bytes);
+    c.xfrees += ld(&es->xfrees) + ld(&es->f_xfrees);
+    c.slow += ld(&es->slow) + ld(&es->f_slow);
+    atomic_thread_fence(memory_order_acquire);
     if (!(seq & 1) && ld(&es->stat_seq) == seq) break;
     if (tries > 64) sched_yield();
   }
@@ -305,7 +294,7 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
   out->opened_ns = es->opened_ns;
   out->refcount = es->refcount;
   tslab_spin_unlock(&es->mu);
-  uint64_t now = tslab_now_ns();
+  uint64_t now = tslab_coarse_ns();
   out->age_ns = now > out->opened_ns ? now - out->opened_ns : 0;
   if (c.allocs < c.frees) c.allocs = c.frees;
   out->allocations_total = c.allocs;
@@ -359,40 +348,33 @@ TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t
   return n;
 }
 
-/* The calling thread's counts in a cache: what the cache folded, plus its
- * live bins and blocks (cache mutex held). */
+/* A cache's cumulative counts (section 9). */
 TSLAB_INTERNAL void tslab_tcache_sum(tslab_t* a, tslab_tcache_t* tc, tslab_stats_thread_t* out) {
+  class_totals_t t;
+  memset(&t, 0, sizeof t);
+  sum_cache(a, tc, true, &t);
+  sum_cache(a, tc, false, &t);
   memset(out, 0, sizeof *out);
   for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
-    out->frees_total += ld(&tc->folded[c].frees);
-    out->allocations_total += ld(&tc->folded[c].allocs);
-    out->cross_thread_frees_total += ld(&tc->folded[c].xfrees);
-    out->slow_path_total += ld(&tc->folded[c].slow);
+    out->allocations_total += t.allocs[c];
+    out->frees_total += t.frees[c];
+    out->cross_thread_frees_total += t.xfrees[c];
+    out->slow_path_total += t.slow[c];
   }
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     tslab_slot_cache_t* sc = &tc->slots[slot];
-    if (!atomic_load_explicit(&sc->era, memory_order_relaxed)) continue;
-    for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
-      if (!slot_counts_class(sc, c)) continue;
-      uint64_t al, fr;
-      if (c == TSLAB_CLASSES) {
-        uint64_t ab, fb;
-        tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
-        out->cross_thread_frees_total += ld(&sc->bxfrees);
-        out->slow_path_total += ld(&sc->bslow);
-        out->cached_slabs += (__atomic_load_n(&sc->blk, __ATOMIC_RELAXED) != NULL);
-        for (tslab_run_t* b = sc->full; b; b = b->bin_next) out->cached_slabs++;
-      } else {
-        tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
-        tslab_bin_read(b, &al, &fr);
-        out->cross_thread_frees_total += ld(&b->xfrees);
-        out->slow_path_total += ld(&b->slow);
-        out->cached_slabs += (b->cur != NULL);
-        for (tslab_run_t* s = b->ready; s; s = s->bin_next) out->cached_slabs++;
+    if (!ld(&sc->era)) continue;
+    out->cached_slabs += (__atomic_load_n(&sc->blk, __ATOMIC_RELAXED) != NULL);
+    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_RELAXED); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_RELAXED))
+      out->cached_slabs++;
+    for (uint32_t word = 0; word < 2; word++) {
+      for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+        out->cached_slabs += (__atomic_load_n(&b->cur, __ATOMIC_RELAXED) != NULL);
+        for (tslab_run_t* s = __atomic_load_n(&b->ready, __ATOMIC_RELAXED); s; s = __atomic_load_n(&s->bin_next, __ATOMIC_RELAXED))
+          out->cached_slabs++;
         for (tslab_run_t* s = b->parked; s; s = s->bin_next) out->cached_slabs++;
       }
-      out->allocations_total += al;
-      out->frees_total += fr;
     }
   }
 }
@@ -402,13 +384,11 @@ TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out) {
   memset(out, 0, sizeof *out);
   tslab_tcache_t* tc = tslab_tcache_get(a);
   if (!tc) return TSLAB_OK;
-  pthread_mutex_lock(&tc->mu);
   tslab_tcache_sum(a, tc, out);
   out->allocations_total -= tc->adopted.allocations_total;
   out->frees_total -= tc->adopted.frees_total;
   out->cross_thread_frees_total -= tc->adopted.cross_thread_frees_total;
   out->slow_path_total -= tc->adopted.slow_path_total;
-  pthread_mutex_unlock(&tc->mu);
   return TSLAB_OK;
 }
 
@@ -505,7 +485,7 @@ TSLAB_API size_t tslab_leak_check(tslab_t* a, uint64_t older_than_ns, tslab_leak
   size_t k = 0;
   for (size_t i = 0; i < n && k < max; i++) {
     tslab_stats_epoch_t* e = &eps[i];
-    bool old = e->age_ns > older_than_ns;
+    bool old = e->age_ns >= older_than_ns;
     bool too_old = old && e->state == TSLAB_EPOCH_ACTIVE;
     bool stuck = old && e->refcount > 0;
     if (!too_old && !stuck) continue;

@@ -173,7 +173,7 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
  * `taken`, so the allocation fast path needs neither. */
 static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-  int64_t delta = (int64_t)__builtin_popcountll(mask) - (int64_t)__builtin_popcountll(old);
+  int64_t delta = (int64_t)tslab_popcount(mask) - (int64_t)tslab_popcount(old);
   write_begin(&bin->seq);
   if (bin->cur) {
     run_fold(&bin->frees, bin->cur); /* bounds the pending count of a slab that stays current */
@@ -228,18 +228,20 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
   uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_acquire);
   atomic_thread_fence(memory_order_acquire);
   if (atomic_load_explicit(&bin->seq, memory_order_relaxed) != seq) return false;
-  *allocs = taken - (uint64_t)__builtin_popcountll(mask);
+  *allocs = taken - (uint64_t)tslab_popcount(mask);
   *frees = f;
   return true;
 }
 #endif
 
-/* Never report less than before (readers serialise on the cache mutex). */
+/* Never report less than before: readers raise the high-water mark with a
+ * CAS (they do not serialise). */
 static uint64_t monotone(_Atomic uint64_t* reported, uint64_t v) {
   uint64_t seen = atomic_load_explicit(reported, memory_order_relaxed);
-  if (v < seen) return seen;
-  atomic_store_explicit(reported, v, memory_order_relaxed);
-  return v;
+  while (v > seen &&
+         !atomic_compare_exchange_weak_explicit(reported, &seen, v, memory_order_relaxed, memory_order_relaxed)) {
+  }
+  return v > seen ? v : seen;
 }
 
 TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees) {
@@ -280,7 +282,7 @@ TSLAB_INTERNAL void tslab_slot_blocks_read(tslab_slot_cache_t* sc, uint64_t* all
       ab += (uint64_t)(top - blk->start);
     }
     for (tslab_run_t* b = LINK_LOAD(sc->full); b; b = LINK_LOAD(b->bin_next)) {
-      al += tslab_block_objects(b, b->bumped);
+      al += b->hint;
       ab += (uint64_t)b->bumped << TSLAB_UNIT_SHIFT;
     }
     atomic_thread_fence(memory_order_acquire);
@@ -370,17 +372,37 @@ static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* 
   write_begin(&sc->seq);
   run_fold(&sc->bfrees, b);
   list_remove(&sc->full, b);
-  tslab_bump(&sc->ballocs, tslab_block_objects(b, b->bumped));
+  tslab_bump(&sc->ballocs, b->hint);
   tslab_bump(&sc->bbytes_alloc, (uint64_t)b->bumped << TSLAB_UNIT_SHIFT);
   tslab_bump(&sc->bbytes_free, (uint64_t)b->bumped << TSLAB_UNIT_SHIFT);
   write_end(&sc->seq);
-  if (tslab_block_keep(a, tc, b)) {
-    uint64_t era = atomic_load_explicit(&b->era, memory_order_relaxed);
-    tslab_era_count_run(a, era, -1, -(int64_t)TSLAB_BLOCK_BYTES);
-    atomic_fetch_sub_explicit(&a->cls_slabs[TSLAB_CLASSES], 1, memory_order_relaxed);
-  } else {
-    tslab_run_retire(a, b);
-  }
+  if (!tslab_block_keep(a, tc, b)) tslab_run_retire(a, b);
+}
+
+/* The bin starts counting for the slot's era: its cumulative counters'
+ * values now are the era's zero (section 9). */
+static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+  uint64_t bit = 1ull << (bin->cls & 63);
+  if (atomic_load_explicit(&sc->classes[bin->cls >> 6], memory_order_relaxed) & bit) return;
+  uint64_t al, fr;
+  tslab_bin_read(bin, &al, &fr);
+  bin->base_allocs = al;
+  bin->base_frees = fr;
+  bin->base_xfrees = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
+  bin->base_slow = atomic_load_explicit(&bin->slow, memory_order_relaxed);
+  atomic_store_explicit(&sc->classes[bin->cls >> 6],
+                        atomic_load_explicit(&sc->classes[bin->cls >> 6], memory_order_relaxed) | bit,
+                        memory_order_release);
+  if (!(atomic_load_explicit(&tc->ever_classes[bin->cls >> 6], memory_order_relaxed) & bit))
+    atomic_store_explicit(&tc->ever_classes[bin->cls >> 6],
+                          atomic_load_explicit(&tc->ever_classes[bin->cls >> 6], memory_order_relaxed) | bit,
+                          memory_order_release);
+}
+
+TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
+  tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
+  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  return bin;
 }
 
 /* Owner, in its busy window with era ACTIVE: the cache takes memory for the
@@ -391,6 +413,7 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
   tslab_slot_cache_t* sc = &tc->slots[slot];
   tslab_epoch_slot_t* es = &a->slots[slot];
   TSLAB_ASSERT(atomic_load_explicit(&sc->era, memory_order_relaxed) == 0);
+  /* The thread that opened the era is registered already (7.1). */
   tslab_tcache_t* u = atomic_load_explicit(&es->user, memory_order_seq_cst);
   if (u != tc) {
     u = NULL;
@@ -400,8 +423,16 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
   }
   if (!tslab_era_active(a, era)) return TSLAB_ERR_EPOCH_CLOSED;
   sc->budget = era == 1 ? 0 : a->config.block_budget;
-  sc->classes[0] = sc->classes[1] = 0;
-  atomic_store_explicit(&sc->era, era, memory_order_relaxed);
+  write_begin(&sc->seq);
+  sc->base_bfrees = atomic_load_explicit(&sc->bfrees, memory_order_relaxed);
+  sc->base_bxfrees = atomic_load_explicit(&sc->bxfrees, memory_order_relaxed);
+  sc->base_ballocs = atomic_load_explicit(&sc->ballocs, memory_order_relaxed);
+  sc->base_bslow = atomic_load_explicit(&sc->bslow, memory_order_relaxed);
+  sc->base_bbytes_alloc = atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
+  sc->base_bbytes_free = atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed);
+  sc->ever = true;
+  atomic_store_explicit(&sc->era, era, memory_order_release);
+  write_end(&sc->seq);
   return TSLAB_OK;
 }
 
@@ -430,6 +461,8 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   void* p = bump(sc, size);
   if (p) return p;
   if (size > TSLAB_BLOCK_OBJ_MAX || sc->budget < TSLAB_BLOCK_BYTES) return NULL;
+  uint64_t wall = 0, cpu = 0;
+  bool sampled = tslab_sample_begin(a, &wall, &cpu);
   tslab_bump(&sc->bslow, 1);
   slot_stop_block(sc);
   /* A stopped block whose objects were all freed already goes back now. */
@@ -439,6 +472,7 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
     if (tslab_slab_used(b) == 0) slot_drop_block(a, tc, sc, b);
   }
   tslab_run_t* b = tslab_block_take(a, tc, era);
+  if (sampled) tslab_sample_end(a, wall, cpu);
   if (!b) {
     *status = TSLAB_ERR_OUT_OF_MEMORY;
     return NULL;
@@ -535,8 +569,8 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
+  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
-  tc->slots[era & a->ring_mask].classes[bin->cls >> 6] |= 1ull << (bin->cls & 63);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
   drain_notifications(a, tc);
@@ -580,13 +614,45 @@ static void detach_list(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, tslab_ru
   }
 }
 
+/* The era's counts of a bin: its cumulative counters less their values when
+ * it started counting for the era. */
+static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
+  uint64_t al, fr;
+  tslab_bin_read(bin, &al, &fr);
+  uint64_t size = tslab_classes[cls].size;
+  sum->allocs += al - bin->base_allocs;
+  sum->frees += fr - bin->base_frees;
+  sum->xfrees += atomic_load_explicit(&bin->xfrees, memory_order_relaxed) - bin->base_xfrees;
+  sum->slow += atomic_load_explicit(&bin->slow, memory_order_relaxed) - bin->base_slow;
+  sum->alloc_bytes += (al - bin->base_allocs) * size;
+  sum->free_bytes += (fr - bin->base_frees) * size;
+}
+
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+  tslab_slot_cache_t* sc = &tc->slots[slot];
+  for (uint32_t word = 0; word < 2; word++) {
+    for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_acquire); m; m &= m - 1) {
+      uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
+      bin_era_counts(tslab_bin_at(a, tc, slot, c), c, sum);
+    }
+  }
+  uint64_t al, fr, ab, fb;
+  tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
+  sum->allocs += al - sc->base_ballocs;
+  sum->frees += fr - sc->base_bfrees;
+  sum->xfrees += atomic_load_explicit(&sc->bxfrees, memory_order_relaxed) - sc->base_bxfrees;
+  sum->slow += atomic_load_explicit(&sc->bslow, memory_order_relaxed) - sc->base_bslow;
+  sum->alloc_bytes += ab - sc->base_bbytes_alloc;
+  sum->free_bytes += fb - sc->base_bbytes_free;
+}
+
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
-                                             tslab_run_t** detached, tslab_fold_t* sum) {
+                                             tslab_run_t** detached, tslab_run_t** drained, tslab_fold_t* sum,
+                                             bool ending) {
   tslab_slot_cache_t* sc = &tc->slots[slot];
   if (atomic_load_explicit(&sc->era, memory_order_relaxed) != era) return;
-  tslab_fold_t mine = {0};
   for (uint32_t word = 0; word < 2; word++) {
-    for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
+    for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       bin_set_mask(bin, 0);
@@ -601,13 +667,14 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       detach_list(a, tc, ready, detached);
       detach_list(a, tc, bin->parked, detached);
       bin->parked = NULL;
-      tslab_epoch_fold_bin(a, tc, bin, c, &mine);
     }
-    sc->classes[word] = 0;
   }
-  /* Blocks: their objects and local frees join the slot's counts; the bytes
-   * still live are read after the detach collected the remote frees, so the
-   * era's byte counts hold exactly what stays live (later frees add theirs). */
+  /* Blocks: their objects and local frees join the slot's counts. A block
+   * with nothing live (its remote frees collected) is not detached: it goes
+   * on `drained`, for the closer to keep hot or retire. For the others, the
+   * bytes still live are read after the detach collected the remote frees,
+   * so the era's byte counts hold exactly what stays live (later frees add
+   * theirs). */
   slot_stop_block(sc);
   write_begin(&sc->seq);
   tslab_run_t* full = sc->full;
@@ -615,21 +682,27 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
   for (tslab_run_t *b = full, *next; b; b = next) {
     next = LINK_LOAD(b->bin_next);
     run_fold(&sc->bfrees, b);
-    tslab_bump(&sc->ballocs, tslab_block_objects(b, b->bumped));
-    detach_push(a, tc, b, detached);
+    tslab_bump(&sc->ballocs, b->hint);
     uint64_t bytes = (uint64_t)b->bumped << TSLAB_UNIT_SHIFT;
     tslab_bump(&sc->bbytes_alloc, bytes);
-    tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b));
+    tslab_slab_collect(a, b);
+    if (tslab_slab_used(b) == 0) {
+      tslab_bump(&sc->bbytes_free, bytes);
+      b->list = TSLAB_LIST_NONE;
+      LINK_STORE(b->bin_next, *drained);
+      *drained = b;
+      continue;
+    }
+    detach_push(a, tc, b, detached);
+    /* A free-all close ends the objects at once: the era's bytes are
+     * settled then, without reading every object's size. */
+    if (!ending) tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b, b->bumped));
   }
   write_end(&sc->seq);
-  tslab_epoch_fold_blocks(a, tc, sc, &mine);
-  atomic_store_explicit(&sc->era, 0, memory_order_relaxed);
-  sum->allocs += mine.allocs;
-  sum->frees += mine.frees;
-  sum->xfrees += mine.xfrees;
-  sum->slow += mine.slow;
-  sum->alloc_bytes += mine.alloc_bytes;
-  sum->free_bytes += mine.free_bytes;
+  tslab_tcache_era_counts(a, tc, slot, sum);
+  atomic_store_explicit(&sc->classes[0], 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->classes[1], 0, memory_order_relaxed);
+  atomic_store_explicit(&sc->era, 0, memory_order_release);
 }
 
 /* ---- creation, lookup, exit ---- */
@@ -768,7 +841,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
     if (era && tslab_era_active(a, era)) {
       drain_notifications(a, tc);
       for (uint32_t word = 0; word < 2; word++) {
-        for (uint64_t m = sc->classes[word]; m; m &= m - 1) {
+        for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
           tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
           tslab_run_t* lists[2] = {bin->ready, bin->parked};
           for (int l = 0; l < 2; l++) {
@@ -906,7 +979,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
-        if (!era || !(sc->classes[c >> 6] & (1ull << (c & 63))))
+        if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);
         n = check_list(tc, bin->cur, TSLAB_LIST_CUR, era, c, bad ? NULL : report, cap);
         n += check_list(tc, bin->ready, TSLAB_LIST_READY, era, c, bad || n ? NULL : report, cap);

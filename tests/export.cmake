@@ -1,6 +1,8 @@
 # Exporters and the HTTP endpoint (src/export.c, src/http.c).
 tslab_add_test(test_export SOURCES test_export.c LABELS export TIMEOUT 60)
 tslab_add_test(test_http SOURCES test_http.c LABELS export TIMEOUT 60)
+tslab_add_test(test_http_load SOURCES test_http_load.c LABELS export TIMEOUT 120)
+tslab_add_test(test_http_fork SOURCES test_http_fork.c LABELS export TIMEOUT 120)
 
 # test_export writes both documents; check_export.py holds them against
 # docs/METRICS.md (both directions), its JSON Schema and promtool.

@@ -1,8 +1,11 @@
 /* Contract lines 2 and 3: continuous recycling without epoch_close, and
  * deterministic reclamation at close, including slabs cached by a thread
- * that is blocked while the epoch is closed. Residency is read from the
- * kernel with mincore(2). */
+ * that is blocked while the epoch is closed, except a bounded hot reserve
+ * (which tslab_reserve_release empties on demand). Residency is read from
+ * the kernel with mincore(2). */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -27,11 +30,15 @@ static size_t resident_pages(void** objs, size_t n, size_t size) {
   return count;
 }
 
-static tslab_t* make(tslab_release_policy_t policy) {
+/* `reserve`: keep the default hot reserve, or none at all (then a close
+ * releases every empty slab and block of its epoch, line 3 without the
+ * reserve clause). */
+static tslab_t* make(tslab_release_policy_t policy, bool reserve) {
   tslab_config_t c;
   tslab_config_init(&c);
   c.reserve_bytes = (size_t)1 << 32;
   c.release_policy = policy;
+  if (!reserve) c.pool_resident_max = c.thread_reserve_max = 0;
   tslab_t* a = tslab_create(&c);
   REQUIRE(a != NULL);
   return a;
@@ -66,7 +73,7 @@ static void* idle_thread(void* arg) {
 }
 
 static void test_idle_thread_close(void) {
-  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, false);
   tslab_epoch_t keep = tslab_epoch_current(a);
   struct idle s = {.a = a, .e = tslab_epoch_advance(a)};
   s.objs = malloc(sizeof(void*) * IDLE_OBJECTS);
@@ -112,7 +119,7 @@ static void test_idle_thread_close(void) {
 /* ---- a slab of a closed epoch is released by the free that empties it ---- */
 
 static void test_release_by_last_free(void) {
-  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, false);
   tslab_epoch_t e = tslab_epoch_advance(a);
   enum { N = 2000 };
   void* objs[N];
@@ -151,7 +158,7 @@ static void test_release_by_last_free(void) {
 /* ---- recycling without close; the eager policy ---- */
 
 static void test_recycling(void) {
-  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
   tslab_epoch_t e1 = tslab_epoch_current(a);
   tslab_epoch_t e2 = tslab_epoch_advance(a);
   enum { N = 20000 };
@@ -175,7 +182,7 @@ static void test_recycling(void) {
   tslab_destroy(a);
 
   /* Eager: a slab is released the moment it empties, no close needed. */
-  a = make(TSLAB_RELEASE_EAGER);
+  a = make(TSLAB_RELEASE_EAGER, true);
   tslab_epoch_t e = tslab_epoch_current(a);
   for (int i = 0; i < N; i++) REQUIRE((objs[i] = tslab_alloc(a, 200, e)) != NULL);
   for (int i = 0; i < N; i++) memset(objs[i], 3, 200);
@@ -191,7 +198,9 @@ static void test_recycling(void) {
 /* ---- the phase burst of DESIGN.md 5: 64 MiB allocated and freed, then close ---- */
 
 static void test_phase_burst(void) {
-  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE);
+  /* Default configuration: at most 4 MiB held once the close returned. */
+  tslab_t* a = tslab_create(NULL);
+  REQUIRE(a != NULL);
   tslab_epoch_t e = tslab_epoch_advance(a);
   enum { N = (64 << 20) / 128 };
   void** objs = malloc(sizeof(void*) * N);
@@ -202,11 +211,91 @@ static void test_phase_burst(void) {
   }
   for (int i = 0; i < N; i++) CHECK(tslab_free(a, objs[i]));
   CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
-  CHECK_EQ_U(resident_pages(objs, N, 128), 0);
+  size_t held = resident_pages(objs, N, 128) * page;
+  CHECK(held <= ((size_t)4 << 20));
   tslab_stats_global_t g;
   tslab_stats_global(a, &g);
   CHECK(g.resident_estimate_bytes <= ((uint64_t)4 << 20));
+  CHECK(g.reserve_bytes <= ((uint64_t)4 << 20));
+  /* The reserve goes on demand. */
+  CHECK(tslab_reserve_release(a) > 0 || g.reserve_bytes == 0);
+  CHECK_EQ_U(resident_pages(objs, N, 128), 0);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.reserve_bytes, 0);
   free(objs);
+  tslab_destroy(a);
+}
+
+/* ---- the hot reserve: bounded after any sequence, emptied on demand ---- */
+
+enum { RESERVE_THREADS = 4, RESERVE_EPOCHS = 300 };
+
+/* Epochs of every size, closed normally or by free-all, objects freed by
+ * their thread or by the next one: whatever the sequence, the empty memory
+ * kept resident stays within pool_resident_max + caches x thread_reserve_max. */
+struct reserve_worker {
+  tslab_t* a;
+  unsigned id;
+  void* _Atomic* handoff;
+};
+
+static void* reserve_worker(void* arg) {
+  struct reserve_worker* w = arg;
+  uint64_t rng = 0x9e3779b97f4a7c15ull * (w->id + 1);
+  for (int r = 0; r < RESERVE_EPOCHS; r++) {
+    tslab_epoch_t e = tslab_epoch_advance(w->a);
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    size_t n = 1 + rng % 3000, size = 16 + (rng >> 20) % 2000;
+    void* objs[3000];
+    for (size_t i = 0; i < n; i++) {
+      objs[i] = tslab_alloc(w->a, size, e);
+      CHECK(objs[i] != NULL);
+      if (objs[i]) memset(objs[i], (int)i, size);
+    }
+    if (rng % 5 == 0) {
+      CHECK_EQ_U(tslab_epoch_free_all(w->a, e), TSLAB_OK);
+      continue;
+    }
+    /* One object goes to the neighbour, who frees it later. */
+    void* theirs = atomic_exchange(&w->handoff[(w->id + 1) % RESERVE_THREADS], objs[n - 1]);
+    if (theirs) CHECK(tslab_free(w->a, theirs));
+    for (size_t i = 0; i + 1 < n; i++) CHECK(tslab_free(w->a, objs[i]));
+    CHECK_EQ_U(tslab_epoch_close(w->a, e), TSLAB_OK);
+  }
+  return NULL;
+}
+
+static void test_reserve_bound(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
+  tslab_config_t c;
+  tslab_config_init(&c);
+  void* _Atomic handoff[RESERVE_THREADS] = {0};
+  struct reserve_worker w[RESERVE_THREADS];
+  pthread_t t[RESERVE_THREADS];
+  for (unsigned i = 0; i < RESERVE_THREADS; i++) {
+    w[i] = (struct reserve_worker){a, i, handoff};
+    REQUIRE(pthread_create(&t[i], NULL, reserve_worker, &w[i]) == 0);
+  }
+  for (unsigned i = 0; i < RESERVE_THREADS; i++) pthread_join(t[i], NULL);
+  for (unsigned i = 0; i < RESERVE_THREADS; i++) {
+    void* p = atomic_exchange(&handoff[i], NULL);
+    if (p) CHECK(tslab_free(a, p));
+  }
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  uint64_t bound = c.pool_resident_max + g.thread_caches * c.thread_reserve_max;
+  printf("reserve after %d epochs on %d threads: %.2f MiB (bound %.2f MiB)\n", RESERVE_EPOCHS, RESERVE_THREADS,
+         g.reserve_bytes / 1048576.0, bound / 1048576.0);
+  CHECK(g.reserve_bytes <= bound);
+  CHECK_EQ_U(g.live_objects, 0);
+  CHECK_CONSISTENT(a);
+  tslab_reserve_release(a);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.reserve_bytes, 0);
+  /* Nothing is live and nothing is kept: every granule handed out is
+   * released (the metadata region is separate). */
+  CHECK_EQ_U(g.resident_estimate_bytes, 0);
+  CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }
 
@@ -216,5 +305,6 @@ int main(void) {
   test_release_by_last_free();
   test_recycling();
   test_phase_burst();
+  test_reserve_bound();
   TEST_DONE();
 }

@@ -32,11 +32,13 @@ static void hand_over(void* p) {
   if (p != NULL && !tslab_free(g_alloc, p)) BAD();
 }
 
+/* Takes fewer objects than a round hands over, so the queue fills with
+ * objects of every thread and the frees at the end are the main thread's. */
 static void free_some_foreign(void) {
   void* batch[PER_ROUND];
   size_t n = 0;
   pthread_mutex_lock(&g_lock);
-  while (n < PER_ROUND && g_queued > 0) batch[n++] = g_queue[--g_queued];
+  while (n < PER_ROUND / 2 && g_queued > 0) batch[n++] = g_queue[--g_queued];
   pthread_mutex_unlock(&g_lock);
   for (size_t i = 0; i < n; i++)
     if (!tslab_free(g_alloc, batch[i])) BAD();
@@ -105,6 +107,11 @@ int main(void) {
   cfg.epoch_ring_size = 256;
   g_alloc = tslab_create(&cfg);
   REQUIRE(g_alloc != NULL);
+  /* The main thread's own cache, before the workers exist: the objects it
+   * frees at the end are all another thread's. */
+  void* mine = tslab_alloc(g_alloc, 8, tslab_epoch_current(g_alloc));
+  REQUIRE(mine != NULL);
+  CHECK(tslab_free(g_alloc, mine));
   pthread_t th[THREADS];
   for (int i = 0; i < THREADS; i++) REQUIRE(pthread_create(&th[i], NULL, worker, NULL) == 0);
   for (int i = 0; i < THREADS; i++) REQUIRE(pthread_join(th[i], NULL) == 0);

@@ -1,98 +1,8 @@
 /* The loopback HTTP endpoint: serves both documents, answers bad requests
- * with HTTP errors, refuses non-loopback addresses, stops cleanly (also from
+ * to GET and HEAD, in origin and absolute form, answers bad requests with
+ * HTTP errors, refuses non-loopback addresses, stops cleanly (also from
  * tslab_destroy and while a client is connected). */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <stdint.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include "test_util.h"
-
-typedef struct reply {
-  int status;
-  char* head; /* status line and headers, NUL-terminated */
-  char* body;
-  size_t body_len;
-} reply_t;
-
-static int connect_to(int family, uint16_t port) {
-  int fd = socket(family, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  int rc;
-  if (family == AF_INET6) {
-    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
-    sa.sin6_addr = in6addr_loopback;
-    rc = connect(fd, (struct sockaddr*)&sa, sizeof sa);
-  } else {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    rc = connect(fd, (struct sockaddr*)&sa, sizeof sa);
-  }
-  if (rc != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-static void send_bytes(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    REQUIRE(n > 0);
-    data += n;
-    len -= (size_t)n;
-  }
-}
-
-/* Reads until the server closes, then splits status, head and body. */
-static reply_t read_reply(int fd) {
-  size_t cap = 1 << 16, len = 0;
-  char* buf = malloc(cap + 1);
-  REQUIRE(buf);
-  for (;;) {
-    if (len == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap + 1);
-      REQUIRE(buf);
-    }
-    ssize_t n = recv(fd, buf + len, cap - len, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    len += (size_t)n;
-  }
-  buf[len] = '\0';
-  reply_t r = {0};
-  char* sep = strstr(buf, "\r\n\r\n");
-  REQUIRE(sep);
-  *sep = '\0';
-  r.head = buf;
-  r.body = sep + 4;
-  r.body_len = len - (size_t)(r.body - buf);
-  REQUIRE(sscanf(buf, "HTTP/1.1 %d ", &r.status) == 1);
-  return r;
-}
-
-static reply_t request_raw(int family, uint16_t port, const char* data, size_t len) {
-  int fd = connect_to(family, port);
-  REQUIRE(fd >= 0);
-  send_bytes(fd, data, len);
-  reply_t r = read_reply(fd);
-  close(fd);
-  return r;
-}
-
-static reply_t request(uint16_t port, const char* req) {
-  return request_raw(AF_INET, port, req, strlen(req));
-}
-
-static size_t content_length(const reply_t* r) {
-  const char* h = strstr(r->head, "Content-Length: ");
-  REQUIRE(h);
-  return (size_t)strtoull(h + 16, NULL, 10);
-}
+#include "http_client.h"
 
 static void check_status(uint16_t port, const char* req, int status) {
   reply_t r = request(port, req);
@@ -122,6 +32,60 @@ static void check_documents(int family, uint16_t port) {
   free(r.head);
 }
 
+/* HEAD gets the head of the GET response and no body, errors included. */
+static void check_head(uint16_t port, const char* target, int status, const char* type) {
+  char req[128];
+  snprintf(req, sizeof req, "HEAD %s HTTP/1.1\r\nHost: localhost\r\n\r\n", target);
+  reply_t r = request(port, req);
+  if (r.status != status) fprintf(stderr, "HEAD %s: got %d\n", target, r.status);
+  CHECK(r.status == status);
+  CHECK(strstr(r.head, type) != NULL);
+  CHECK(content_length(&r) > 0); /* the length of the body a GET gets */
+  CHECK_EQ_U(r.body_len, 0);
+  free(r.head);
+}
+
+/* A target in absolute form (what proxies send) names the same resource as
+ * its path. */
+static void check_absolute_form(uint16_t port) {
+  char req[160];
+  snprintf(req, sizeof req, "GET http://127.0.0.1:%u/metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+           port);
+  reply_t r = request(port, req);
+  CHECK(r.status == 200);
+  CHECK(strstr(r.head, "Content-Type: text/plain; version=0.0.4") != NULL);
+  CHECK(strstr(r.body, "# TYPE tslab_allocations_total counter\n") != NULL);
+  free(r.head);
+  snprintf(req, sizeof req, "HEAD HTTP://LOCALHOST:%u/stats.json?pretty HTTP/1.0\r\n\r\n", port);
+  r = request(port, req);
+  CHECK(r.status == 200);
+  CHECK(strstr(r.head, "Content-Type: application/json") != NULL);
+  CHECK_EQ_U(r.body_len, 0);
+  free(r.head);
+  check_status(port, "GET http://localhost/stats.json HTTP/1.1\r\n\r\n", 200);
+  check_status(port, "GET http://localhost HTTP/1.1\r\n\r\n", 404); /* path "/" */
+  check_status(port, "GET http://localhost/ HTTP/1.1\r\n\r\n", 404);
+  check_status(port, "GET http://localhost/nope HTTP/1.1\r\n\r\n", 404);
+  check_status(port, "POST http://localhost/metrics HTTP/1.1\r\n\r\n", 405);
+  check_status(port, "GET ftp://localhost/metrics HTTP/1.1\r\n\r\n", 400);
+  check_status(port, "GET http:/metrics HTTP/1.1\r\n\r\n", 400);
+  check_status(port, "GET http:///metrics HTTP/1.1\r\n\r\n", 400); /* no host */
+  check_status(port, "GET //localhost/metrics HTTP/1.1\r\n\r\n", 404);
+}
+
+static void check_methods(uint16_t port) {
+  check_head(port, "/metrics", 200, "Content-Type: text/plain; version=0.0.4");
+  check_head(port, "/stats.json", 200, "Content-Type: application/json");
+  check_head(port, "/metrics?x=1", 200, "Content-Type: text/plain; version=0.0.4");
+  check_head(port, "/nope", 404, "Content-Type: text/plain");
+  reply_t r = request(port, "DELETE /metrics HTTP/1.1\r\n\r\n");
+  CHECK(r.status == 405);
+  const char* allow = strstr(r.head, "\r\nAllow: ");
+  CHECK(allow && strncmp(allow + 9, "GET, HEAD", 9) == 0 && (allow[18] == '\r' || allow[18] == '\0'));
+  free(r.head);
+  check_absolute_form(port);
+}
+
 static void check_bad_requests(uint16_t port) {
   check_status(port, "GET /metrics?name[]=x HTTP/1.1\r\n\r\n", 200);
   check_status(port, "GET /metrics HTTP/1.1\n\n", 200);
@@ -129,7 +93,7 @@ static void check_bad_requests(uint16_t port) {
   check_status(port, "GET /metricsx HTTP/1.1\r\n\r\n", 404);
   check_status(port, "GET /stats.json/ HTTP/1.1\r\n\r\n", 404);
   check_status(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405);
-  check_status(port, "HEAD /metrics HTTP/1.1\r\n\r\n", 405);
+  check_status(port, "OPTIONS /metrics HTTP/1.1\r\n\r\n", 405);
   check_status(port, "hello\r\n\r\n", 400);
   check_status(port, "GET /metrics\r\n\r\n", 400);
   check_status(port, "GET metrics HTTP/1.1\r\n\r\n", 400);
@@ -162,7 +126,7 @@ static void check_bad_requests(uint16_t port) {
   /* A client that stops in the middle of its request gets a timeout. */
   fd = connect_to(AF_INET, port);
   REQUIRE(fd >= 0);
-  send_bytes(fd, "GET /met", 8);
+  CHECK(send_bytes(fd, "GET /met", 8) == 0);
   r = read_reply(fd);
   CHECK(r.status == 408);
   free(r.head);
@@ -206,13 +170,14 @@ int main(void) {
   CHECK(tslab_http_port(a) == port);
 
   check_documents(AF_INET, port);
+  check_methods(port);
   check_bad_requests(port);
   check_documents(AF_INET, port); /* still serving after all that */
 
   /* Stop while a client is connected mid-request: must not wait for it. */
   int idle = connect_to(AF_INET, port);
   REQUIRE(idle >= 0);
-  send_bytes(idle, "GET", 3);
+  CHECK(send_bytes(idle, "GET", 3) == 0);
   CHECK(tslab_http_stop(a) == TSLAB_OK);
   close(idle);
   CHECK(tslab_http_port(a) == 0);

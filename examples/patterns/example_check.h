@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "tslab.h"
+
 #define EXPECT(cond, ...)                                                         \
   do {                                                                            \
     if (!(cond)) {                                                                \
@@ -18,5 +20,13 @@
   } while (0)
 
 #define MIB(x) ((double)(x) / (1024.0 * 1024.0))
+
+/* The empty memory the allocator keeps resident for the next epochs (its
+ * bounded hot reserve): an epoch's memory that is not returned to the OS at
+ * its close is kept there, never lost. */
+static inline uint64_t hot_reserve(tslab_t* a) {
+  tslab_stats_global_t g;
+  return tslab_stats_global(a, &g) == TSLAB_OK ? g.reserve_bytes : 0;
+}
 
 #endif

@@ -22,7 +22,7 @@
 #define UNDER_ASAN 0
 #endif
 
-enum { BATCHES = 8, REQUESTS_PER_BATCH = 40, CHUNKS_PER_REQUEST = 12000 };
+enum { BATCHES = 8, REQUESTS_PER_BATCH = 40, CHUNKS_PER_REQUEST = 24000 };
 
 typedef struct chunk {
   struct chunk* next;

@@ -8,4 +8,4 @@ scripts/install-deps.sh clang libclang-rt-14-dev >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_init_order=1
 export LSAN_OPTIONS=report_objects=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-TSLAB_SANITIZE=address CC=clang scripts/run-tests.sh build/ci-asan
+TSLAB_SANITIZE=address CC=clang CXX=clang++ scripts/run-tests.sh build/ci-asan

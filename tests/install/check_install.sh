@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the project into a scratch prefix and build a user program against
-# it twice: with find_package(tslab) and with pkg-config.
+# Install the project into a scratch prefix and build a user program in C and
+# one in C++ (include/tslab.hpp) against it: with find_package(tslab) and
+# with pkg-config.
 # Usage: check_install.sh SOURCE_DIR SCRATCH_DIR
 set -euo pipefail
 src=$1
@@ -19,12 +20,17 @@ cmake -S "$src/tests/install" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" 
 cmake --build "$work/consumer" >/dev/null
 LD_LIBRARY_PATH="$prefix/lib:$(dirname "$libdir")" "$work/consumer/consumer_shared"
 "$work/consumer/consumer_static"
+LD_LIBRARY_PATH="$prefix/lib:$(dirname "$libdir")" "$work/consumer/consumer_cpp_shared"
+"$work/consumer/consumer_cpp_static"
 
 # pkg-config
 export PKG_CONFIG_PATH="$libdir"
 cc -std=c11 $(pkg-config --cflags tslab) "$src/tests/install/consumer.c" \
   $(pkg-config --libs tslab) -o "$work/consumer_pc"
 LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer_pc"
+c++ -std=c++17 $(pkg-config --cflags tslab) "$src/tests/install/consumer.cpp" \
+  $(pkg-config --libs tslab) -o "$work/consumer_cpp_pc"
+LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer_cpp_pc"
 
 # Exported: the functions declared in include/tslab.h, and the seed's
 # compatibility names; nothing internal.
