@@ -96,7 +96,7 @@ static inline void h_obj_write(void* p, size_t n, uint64_t id) {
     return;
   }
   uint64_t base = id * 0x9E3779B97F4A7C15ull;
-  uint64_t* w = p;
+  uint64_t* w = (uint64_t*)p;
   size_t nw = n / 8;
   for (size_t i = 0; i < nw; i++) w[i] = base + i;
   /* Bytes past the last whole word: one word ending at the object's end
@@ -111,7 +111,7 @@ static inline uint64_t h_obj_read(const void* p, size_t n) {
   if (!h_touch_all) return 0;
   /* The values are known from the write; make the compiler load them. */
   __asm__ volatile("" : : "r"(p) : "memory");
-  const uint64_t* w = p;
+  const uint64_t* w = (const uint64_t*)p;
   size_t nw = n / 8;
   uint64_t s = 0;
   for (size_t i = 0; i < nw; i++) s += w[i];

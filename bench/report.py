@@ -325,14 +325,19 @@ def plot_close(res, outdir):
 # ---- other programs' results ---------------------------------------------------
 
 def pool_records(res):
-    """{(case, allocator): [ns_per_pair over repeats]} from bench/pool_bench's lines."""
+    """{(case, variant, malloc): [(ns_per_pair, checksum_ok)] over repeats} from the
+    lines of bench/pool_bench_<malloc> (docs/BENCHMARKS.md)."""
     out = {}
-    for r in res.ok.get(("pool_bench", "pools"), []):
-        for rec in r["records"]:
-            try:
-                out.setdefault((str(rec["case"]), str(rec["allocator"])), []).append(float(rec["ns_per_pair"]))
-            except (KeyError, TypeError, ValueError):
-                pass
+    for (case, v), runs in res.ok.items():
+        if case != "pool_bench":
+            continue
+        for r in runs:
+            for rec in r["records"]:
+                try:
+                    key = (f"{rec['bench']}, live={rec['live']}", str(rec["variant"]), str(rec["malloc"]))
+                    out.setdefault(key, []).append((float(rec["ns_per_pair"]), rec.get("checksum_ok") is True))
+                except (KeyError, TypeError, ValueError):
+                    pass
     return out
 
 
@@ -641,19 +646,24 @@ def pools_section(res, out):
     recs = pool_records(res)
     if not recs:
         return
-    section(out, "pools", "C++ pool and arena allocators measured by bench/pool_bench (its own program; "
-            "docs/BENCHMARKS.md describes its output): ns per allocate/free pair, median over repeats, and the "
-            "ratio to the best allocator of the same case whose name does not start with \"tslab\".",
+    section(out, "pools", "The C++ side (bench/pool_bench.cpp, one binary per malloc): churn of a 32-byte object "
+            "through tslab::pool<T> and tslab's C calls, std::pmr::unsynchronized_pool_resource and new/delete. "
+            "ns per allocate/free pair (each run's median over its own repeats), median over the suite's "
+            "repeats with [min, max], and the ratio to the best variant of the same case whose name does not "
+            "start with \"tslab\". A variant that does not use malloc runs in the glibc binary only.",
             OPTIONAL_SECTIONS)
-    out += ["| case | allocator | ns/pair median [min, max] | vs best other |", "|---|---|---:|---:|"]
-    for case in sorted({c for c, _ in recs}):
-        others = [statistics.median(v) for (c, a), v in recs.items() if c == case and not a.startswith("tslab")]
+    out += ["| case | variant | malloc | ns/pair median [min, max] | vs best other | read back what was written |",
+            "|---|---|---|---:|---:|---|"]
+    for case in sorted({c for c, _, _ in recs}):
+        rows = sorted((k for k in recs if k[0] == case), key=lambda k: (not k[1].startswith("tslab"), k[1], k[2]))
+        others = [statistics.median(ns for ns, _ in recs[k]) for k in rows if not k[1].startswith("tslab")]
         b = min(others) if others else None
-        for (c, a), v in sorted(recs.items()):
-            if c != case:
-                continue
-            m = statistics.median(v)
-            out.append(f"| {case} | {a} | {m:.2f} [{min(v):.2f}, {max(v):.2f}] | {times(ratio(m, b))} |")
+        for k in rows:
+            ns = [x for x, _ in recs[k]]
+            m = statistics.median(ns)
+            ok = "yes" if all(c for _, c in recs[k]) else "**no**"
+            out.append(f"| {case} | {k[1]} | {k[2]} | {m:.2f} [{min(ns):.2f}, {max(ns):.2f}] | "
+                       f"{times(ratio(m, b))} | {ok} |")
     out.append("")
 
 

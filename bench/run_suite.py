@@ -36,18 +36,22 @@ VARIANTS = {
     "mimalloc-heap": ("mimalloc", ["mode=heap"]),
     "mimalloc-heap-freeall": ("mimalloc", ["mode=heap", "free=all"]),
     "tcmalloc": ("tcmalloc", []),
-    # Another program's figures (C++ pools): its own allocator names.
-    "pools": ("", []),
+    # The C++ pool benchmark, one binary per malloc (bench/pool_bench.cpp).
+    "pools-glibc": ("glibc", []),
+    "pools-jemalloc": ("jemalloc", []),
+    "pools-mimalloc": ("mimalloc", []),
+    "pools-tcmalloc": ("tcmalloc", []),
 }
 PLAIN = ["tslab", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
 # Phase workloads: the peers plain and in their phase-scoped modes.
 PHASED = PLAIN + ["jemalloc-arena", "mimalloc-heap"]
 FREE_ALL = ["tslab-freeall", "jemalloc-arena-freeall", "mimalloc-heap-freeall"]
-# Workloads with a program of their own instead of bench_<allocator>.
+# Workloads with a program of their own instead of bench_<allocator>
+# ({suffix}: the variant's binary suffix).
 OWN_BINARY = {"close_cost": "bench_close_cost", "fastpath_cost": "bench_fastpath_cost",
-              "pool_bench": "pool_bench"}
-# Cases whose program may be missing (another engineer's); the report shows
-# them only when they ran.
+              "pool_bench": "pool_bench_{suffix}"}
+# Cases whose program may be missing (it needs a C++ compiler); the report
+# shows them only when they ran.
 OPTIONAL_CASES = {"pool_bench"}
 
 
@@ -79,7 +83,8 @@ def cases(quick, threads):
          [f"max_slabs={4096 if s == 1 else 1024}", "reps=3", f"closes={2000 // s}"]),
         # The counters' cost: both tslab builds and glibc take turns in one process.
         ("fastpath_cost", "fastpath_cost", ["tslab"], ["--json", f"rounds={61 if s == 1 else 15}"]),
-        ("pool_bench", "pool_bench", ["pools"], ["quick=1"] if quick else []),
+        ("pool_bench", "pool_bench", ["pools-glibc", "pools-jemalloc", "pools-mimalloc", "pools-tcmalloc"],
+         [f"pairs={1000000 // s}", f"repeats={5 if s == 1 else 3}"]),
     ]
     # The untouched copies: the speed figures, and the server with plain frees.
     for cid, wl, variants, args in speed + server:
@@ -128,7 +133,7 @@ def machine(bindir):
 def run_one(bindir, variant, workload, args, timeout):
     suffix, extra = VARIANTS[variant]
     if workload in OWN_BINARY:
-        cmd = [os.path.join(bindir, OWN_BINARY[workload])] + args + extra
+        cmd = [os.path.join(bindir, OWN_BINARY[workload].format(suffix=suffix))] + args + extra
     else:
         cmd = [os.path.join(bindir, f"bench_{suffix}"), workload] + args + extra
     t0 = time.monotonic()
@@ -174,7 +179,7 @@ def main():
             allocators[name] = {"available": True}
 
     def usable(variant, workload):
-        exe = OWN_BINARY.get(workload, f"bench_{VARIANTS[variant][0]}")
+        exe = OWN_BINARY.get(workload, "bench_{suffix}").format(suffix=VARIANTS[variant][0])
         return (allocators.get(variant.split("-")[0], {"available": True})["available"]
                 and os.access(os.path.join(a.bin, exe), os.X_OK))
 
