@@ -319,7 +319,9 @@ typedef enum tslab_epoch_state {
   TSLAB_EPOCH_CLOSING = 2   /* closed: rejects allocations, live objects drain */
 } tslab_epoch_state_t;
 
-typedef struct tslab_stats_global {
+/* The snapshot types are untagged: their names would otherwise be shared
+ * with the functions that fill them, which C++ warns about. */
+typedef struct {
   uint64_t rss_bytes;              /* process resident set (from /proc) */
   uint64_t reserved_bytes;         /* virtual range reserved by the instance */
   uint64_t committed_bytes;        /* made readable/writable (high-water mark) */
@@ -369,7 +371,7 @@ typedef struct tslab_stats_global {
   uint32_t class_count;
 } tslab_stats_global_t;
 
-typedef struct tslab_stats_class {
+typedef struct {
   uint32_t index;
   uint32_t object_size;            /* bytes */
   uint32_t slab_bytes;             /* size of one slab of this class */
@@ -382,7 +384,7 @@ typedef struct tslab_stats_class {
   uint64_t slabs;                  /* slabs of this class in use */
 } tslab_stats_class_t;
 
-typedef struct tslab_stats_epoch {
+typedef struct {
   tslab_epoch_t era;
   uint32_t slot;
   tslab_epoch_state_t state;
@@ -409,7 +411,7 @@ typedef struct tslab_stats_epoch {
 } tslab_stats_epoch_t;
 
 /* Per-thread view, for the calling thread's cache of instance a. */
-typedef struct tslab_stats_thread {
+typedef struct {
   uint64_t allocations_total;
   uint64_t frees_total;            /* frees issued by this thread */
   uint64_t cross_thread_frees_total;
@@ -419,7 +421,7 @@ typedef struct tslab_stats_thread {
 
 /* Slow-path sampling: one in N slow-path calls is timed (wall and thread CPU
  * time; wait = wall - cpu, the time the thread was not running). */
-typedef struct tslab_stats_sampling {
+typedef struct {
   uint32_t one_in;                 /* 0 = off */
   uint64_t samples;
   uint64_t wall_ns_total;

@@ -669,7 +669,12 @@ class pool {
   /* A block for one U in the epoch, admitted by a bounded pool. */
   template <class U>
   tslab_status_t take_block(tslab_handle_t* h, void** block) noexcept {
-    if (!admit()) return TSLAB_ERR_LIMIT;
+    if (!admit()) {
+      /* Full, unless the epoch ended (a free-all close ends objects without
+       * telling the pool): then the epoch's own status says why. */
+      int st = tslab_epoch_status(a_, e_);
+      return st != TSLAB_OK ? static_cast<tslab_status_t>(st) : TSLAB_ERR_LIMIT;
+    }
     *block = tslab_alloc_handle(a_, detail::block_layout<U>::bytes, e_, h);
     if (*block) return TSLAB_OK;
     retire();

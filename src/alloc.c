@@ -4,6 +4,7 @@
  * docs/ARCHITECTURE.md sections 3, 6 and 8. */
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 static void* fail_alloc(tslab_t* a, int status) {
@@ -311,6 +312,7 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, ui
 static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   tslab_run_view_t v;
   if (!tslab_run_view(a, p, &v)) return false;
+  tslab_hook_point(TSLAB_HOOK_NONOWNER_VIEWED);
   if (v.kind == TSLAB_RUN_LARGE) return p == v.start && tslab_large_free(a, tc, v.r);
   uint32_t idx = tslab_slot_index(v.start, v.recip, v.obj_size, v.capacity, p);
   if (idx == UINT32_MAX) return false;

@@ -4,6 +4,7 @@
 #ifndef TSLAB_FAULT_H
 #define TSLAB_FAULT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum tslab_fault_op {
@@ -27,8 +28,12 @@ uint64_t tslab_fault_injected(void);
  * that metadata is not reused under it). The hook runs on the thread that
  * reaches the point; NULL (the default) turns it off. */
 enum tslab_hook_id {
-  TSLAB_HOOK_NONOWNER_VALIDATED = 1 /* a non-owner free validated its slot, before it acts */
+  TSLAB_HOOK_NONOWNER_VIEWED = 1 /* a non-owner free has read the run's metadata, not yet validated its slot */
 };
 void tslab_hook_set(void (*hook)(int point));
+
+/* Entries in the calling thread's table of (instance, cache) pairs other
+ * than its most recent one. */
+size_t tslab_tls_table_len(void);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fault.h"
 #include "internal.h"
 
 /* Padding bits of the last alloc word of a slab: slots past the capacity are
@@ -156,7 +155,6 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* 
   if (!(atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed) & bit) ||
       (atomic_load_explicit(&s->bits[2 * w + 1], memory_order_relaxed) & bit))
     return false;
-  tslab_hook_point(TSLAB_HOOK_NONOWNER_VALIDATED);
   if (atomic_fetch_or_explicit(&s->bits[2 * w + 1], bit, memory_order_seq_cst) & bit) return false;
   if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) {
     /* A close detached the run meanwhile. Whoever clears the remote bit

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls_last;
@@ -796,6 +797,9 @@ static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
   return true;
 }
 
+/* Tests: entries in this thread's table of other instances. */
+TSLAB_INTERNAL size_t tslab_tls_table_len(void) { return tls_extra.len; }
+
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_find(tslab_t* a) {
   if (!a) return NULL;
   if (tslab_tls_last.inst == a && tslab_tls_last.id == a->id) return tslab_tls_last.tc;
@@ -987,6 +991,9 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
         bad += n;
       }
     }
+    /* A cache whose thread left gave its reserve back (section 6). */
+    if (!atomic_load(&tc->tid) && (atomic_load(&tc->hot) || atomic_load(&tc->spares)))
+      REPORT("an abandoned cache keeps reserve blocks");
     size_t reserve = 0;
     tslab_run_t* hot = atomic_load(&tc->hot);
     for (tslab_run_t* b = hot; b; b = NULL, reserve++)

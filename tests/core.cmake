@@ -4,6 +4,7 @@ tslab_add_test(test_core_api SOURCES test_core_api.c LABELS core TIMEOUT 120)
 tslab_add_test(test_core_epochs SOURCES test_core_epochs.c LABELS core TIMEOUT 120)
 tslab_add_test(test_core_reclaim SOURCES test_core_reclaim.c LABELS core TIMEOUT 300)
 tslab_add_test(test_core_threads SOURCES test_core_threads.c LABELS core concurrency TIMEOUT 600)
+tslab_add_test(test_core_free_all SOURCES test_core_free_all.c LABELS core concurrency TIMEOUT 300)
 
 # Install rules: a user program builds against the installed library with
 # find_package(tslab) and with pkg-config; only the public API is exported.

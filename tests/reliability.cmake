@@ -1,6 +1,8 @@
 # Reliability tests (docs/TESTING.md): fault injection, fork, thread churn,
 # destroy, and a short soak run (scripts/ci/60-soak.sh runs the long one).
 tslab_add_test(test_fault SOURCES test_fault.c LABELS reliability TIMEOUT 120)
+# The defects found by the review of version 0.1, one test each (issue 15).
+tslab_add_test(test_regressions SOURCES test_regressions.c LABELS reliability concurrency TIMEOUT 300)
 tslab_add_test(test_fork SOURCES test_fork.c LABELS reliability TIMEOUT 300)
 tslab_add_test(test_thread_churn SOURCES test_thread_churn.c LABELS reliability TIMEOUT 300)
 tslab_add_test(test_destroy SOURCES test_destroy.c LABELS reliability TIMEOUT 300)

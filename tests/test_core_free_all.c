@@ -1,0 +1,245 @@
+/* Contract line 8: free-all close. tslab_epoch_free_all ends an epoch
+ * together with every object still live in it: their frees fail as not live,
+ * their handles are stale, their memory is reusable, also while other
+ * threads hold cached memory of the epoch or free into it concurrently. And
+ * an epoch that moves from blocks to class slabs keeps isolation,
+ * double-free detection and usable sizes exact. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "test_util.h"
+
+/* Objects of every kind an epoch holds: block objects (its first
+ * allocations), class-slab objects (past the block budget), spans. */
+enum { SMALL = 3000, SPANS = 4 };
+
+typedef struct {
+  void* small[SMALL];
+  size_t small_size[SMALL];
+  tslab_handle_t handle[SMALL];
+  void* span[SPANS];
+} objects_t;
+
+static void fill(tslab_t* a, tslab_epoch_t e, objects_t* o) {
+  for (int i = 0; i < SMALL; i++) {
+    o->small_size[i] = 16 + (size_t)(i * 53) % 1500;
+    o->small[i] = tslab_alloc_handle(a, o->small_size[i], e, &o->handle[i]);
+    REQUIRE(o->small[i] != NULL);
+    memset(o->small[i], 0x5a, o->small_size[i]);
+  }
+  for (int i = 0; i < SPANS; i++) {
+    o->span[i] = tslab_alloc(a, 100000 + (size_t)i * 4096, e);
+    REQUIRE(o->span[i] != NULL);
+  }
+}
+
+/* Every object of o is dead: not live for any query, its free refused. */
+static void check_all_dead(tslab_t* a, objects_t* o) {
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+  for (int i = 0; i < SMALL; i++) {
+    CHECK_EQ_U(tslab_usable_size(a, o->small[i]), 0);
+    CHECK_EQ_U(tslab_epoch_of(a, o->small[i]), 0);
+    CHECK(tslab_handle_get(a, o->handle[i]) == NULL);
+    CHECK(!tslab_free_handle(a, o->handle[i]));
+    CHECK(!tslab_free(a, o->small[i]));
+    CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_POINTER);
+  }
+  for (int i = 0; i < SPANS; i++) {
+    CHECK_EQ_U(tslab_usable_size(a, o->span[i]), 0);
+    CHECK(!tslab_free(a, o->span[i]));
+  }
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.invalid_frees_total - g0.invalid_frees_total, 2 * SMALL + SPANS);
+}
+
+static tslab_t* make(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 32;
+  /* A small budget: the epoch moves on to class slabs early. */
+  c.block_budget = (size_t)128 << 10;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
+/* ---- an open epoch, ended with its objects ---- */
+
+static void test_open_epoch(void) {
+  tslab_t* a = make();
+  static objects_t o;
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  fill(a, e, &o);
+  /* Some objects are freed before: they are frees, not ends. */
+  for (int i = 0; i < SMALL; i += 3) CHECK(tslab_free(a, o.small[i]));
+  tslab_stats_global_t before;
+  tslab_stats_global(a, &before);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_status(a, e), TSLAB_ERR_EPOCH_CLOSED);
+  CHECK(tslab_alloc(a, 64, e) == NULL);
+  check_all_dead(a, &o);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.objects_ended_total, SMALL - (SMALL + 2) / 3 + SPANS);
+  CHECK_EQ_U(g.live_objects, 0);
+  CHECK_EQ_U(g.live_bytes, 0);
+  CHECK_EQ_U(g.allocations_total, g.frees_total);
+  tslab_stats_epoch_t es;
+  CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
+  CHECK_EQ_U(es.live_objects, 0);
+  CHECK_EQ_U(es.live_bytes, 0);
+  CHECK_EQ_U(es.slabs, 0);
+  /* The memory is reusable: another epoch fills the same amount without
+   * the reservation growing. */
+  tslab_epoch_t f = tslab_epoch_advance(a);
+  static objects_t o2;
+  fill(a, f, &o2);
+  tslab_stats_global_t after;
+  tslab_stats_global(a, &after);
+  CHECK(after.committed_bytes <= before.committed_bytes + ((size_t)4 << 20));
+  CHECK(after.slabs_recycled_total > before.slabs_recycled_total);
+  /* A second free-all of a closed epoch is fine too, and ends f's objects. */
+  CHECK_EQ_U(tslab_epoch_close(a, f), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_free_all(a, f), TSLAB_OK);
+  check_all_dead(a, &o2);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* ---- another thread holds the epoch's memory in its cache ---- */
+
+struct holder {
+  tslab_t* a;
+  tslab_epoch_t e;
+  objects_t* o;
+  atomic_int step; /* 1: filled; 2: may go on; 3: done */
+};
+
+static void* holder_thread(void* arg) {
+  struct holder* h = arg;
+  fill(h->a, h->e, h->o);
+  atomic_store(&h->step, 1);
+  while (atomic_load(&h->step) != 2) sched_yield(); /* idle, its cache holding e's memory */
+  /* Back to work after the free-all: its cache forgot e, and allocating in
+   * e fails as it must. */
+  CHECK(tslab_alloc(h->a, 100, h->e) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_EPOCH_CLOSED);
+  atomic_store(&h->step, 3);
+  return NULL;
+}
+
+static void test_idle_holder(void) {
+  tslab_t* a = make();
+  static objects_t o;
+  struct holder h = {a, tslab_epoch_advance(a), &o, 0};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, holder_thread, &h) == 0);
+  while (atomic_load(&h.step) != 1) sched_yield();
+  CHECK_EQ_U(tslab_epoch_free_all(a, h.e), TSLAB_OK);
+  check_all_dead(a, &o);
+  atomic_store(&h.step, 2);
+  pthread_join(t, NULL);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.live_objects, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* ---- frees racing the free-all ---- */
+
+enum { RACERS = 3 };
+
+struct racer {
+  tslab_t* a;
+  objects_t* o;
+  int id;
+  atomic_int* go;
+  uint64_t freed;
+};
+
+static void* racer_thread(void* arg) {
+  struct racer* r = arg;
+  while (!atomic_load(r->go)) sched_yield();
+  for (int i = r->id; i < SMALL; i += RACERS) r->freed += tslab_free(r->a, r->o->small[i]);
+  return NULL;
+}
+
+static void test_racing_frees(void) {
+  for (int round = 0; round < 20; round++) {
+    tslab_t* a = make();
+    static objects_t o;
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    fill(a, e, &o);
+    atomic_int go = 0;
+    struct racer r[RACERS];
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+      r[i] = (struct racer){a, &o, i, &go, 0};
+      REQUIRE(pthread_create(&t[i], NULL, racer_thread, &r[i]) == 0);
+    }
+    atomic_store(&go, 1);
+    CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+    uint64_t freed = 0;
+    for (int i = 0; i < RACERS; i++) {
+      pthread_join(t[i], NULL);
+      freed += r[i].freed;
+    }
+    /* Every object was either freed (before the end) or ended: exactly one
+     * of the two, and the counters agree. */
+    tslab_stats_global_t g;
+    tslab_stats_global(a, &g);
+    CHECK_EQ_U(freed + g.objects_ended_total, SMALL + SPANS);
+    CHECK_EQ_U(g.invalid_frees_total, SMALL - freed);
+    CHECK_EQ_U(g.live_objects, 0);
+    CHECK_EQ_U(g.allocations_total, g.frees_total);
+    check_all_dead(a, &o);
+    CHECK_CONSISTENT(a);
+    tslab_destroy(a);
+  }
+}
+
+/* ---- blocks then class slabs: one epoch, exact all the way ---- */
+
+static void test_blocks_then_slabs(void) {
+  tslab_t* a = make();
+  tslab_epoch_t e = tslab_epoch_advance(a), other = tslab_epoch_advance(a);
+  static objects_t o;
+  fill(a, e, &o);
+  void* neighbour = tslab_alloc(a, 100, other);
+  REQUIRE(neighbour != NULL);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK(g.blocks_in_use > 0);       /* the first 128 KiB went to blocks */
+  CHECK(g.slabs_in_use > SPANS);    /* and the rest to class slabs */
+  for (int i = 0; i < SMALL; i++) {
+    /* Isolation: every object is its epoch's, in memory no other epoch's
+     * object shares (the neighbour is in another run). */
+    CHECK_EQ_U(tslab_epoch_of(a, o.small[i]), e);
+    size_t u = tslab_usable_size(a, o.small[i]);
+    CHECK(u >= o.small_size[i] && u <= o.small_size[i] + o.small_size[i] / 8 + 16);
+  }
+  CHECK_EQ_U(tslab_epoch_of(a, neighbour), other);
+  /* Double frees are refused exactly, in blocks and in slabs. */
+  for (int i = 0; i < SMALL; i += 2) CHECK(tslab_free(a, o.small[i]));
+  for (int i = 0; i < SMALL; i += 2) CHECK(!tslab_free(a, o.small[i]));
+  /* Interior pointers too. */
+  for (int i = 1; i < SMALL; i += 2) CHECK(!tslab_free(a, (char*)o.small[i] + 16));
+  for (int i = 1; i < SMALL; i += 2) CHECK(tslab_free(a, o.small[i]));
+  for (int i = 0; i < SPANS; i++) CHECK(tslab_free(a, o.span[i]));
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.invalid_frees_total, SMALL);
+  CHECK_EQ_U(g.live_objects, 1);
+  CHECK(tslab_free(a, neighbour));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+int main(void) {
+  test_open_epoch();
+  test_idle_holder();
+  test_racing_frees();
+  test_blocks_then_slabs();
+  TEST_DONE();
+}
