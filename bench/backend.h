@@ -36,6 +36,14 @@ be_phase_t be_phase_begin(void);
 void* be_phase_alloc(be_phase_t ph, size_t size);
 void be_phase_free(be_phase_t ph, void* p);
 void be_phase_end(be_phase_t ph);
+/* End phase ph together with every object still live in it, in one call
+ * (arena semantics: the objects are never freed one by one). Returns 0, or
+ * -1 when the mode has no such operation (plain malloc/free). */
+int be_phase_free_all(be_phase_t ph);
+
+/* The command line's parameter key (key=value), or dflt: for a backend's own
+ * settings (be_tslab.c: reserve_mib). */
+const char* bench_param(const char* key, const char* dflt);
 
 /* Library version, e.g. "5.3.0". */
 const char* be_version(void);

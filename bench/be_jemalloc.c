@@ -65,6 +65,12 @@ void be_phase_end(be_phase_t ph) {
   must(mallctl(cmd, NULL, NULL, NULL, 0), "arena.reset");
   pool[pool_n++] = ph;
 }
+/* The reset at phase end discards whatever the arena still holds. */
+int be_phase_free_all(be_phase_t ph) {
+  if (!arena_mode) return -1;
+  be_phase_end(ph);
+  return 0;
+}
 const char* be_version(void) {
   const char* v = "?";
   size_t len = sizeof v;

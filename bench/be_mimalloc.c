@@ -1,5 +1,6 @@
 /* mimalloc through mi_malloc/mi_free; in "heap" mode each phase gets its own
- * heap (mi_heap_new) that is destroyed with everything in it at phase end. */
+ * heap (mi_heap_new) that is destroyed with everything in it at phase end,
+ * which is also its free-all. */
 #include <mimalloc.h>
 #include <string.h>
 
@@ -26,6 +27,12 @@ void be_phase_free(be_phase_t ph, void* p) {
 }
 void be_phase_end(be_phase_t ph) {
   if (heap_mode) mi_heap_destroy((mi_heap_t*)(uintptr_t)ph);
+}
+/* mi_heap_destroy frees whatever the heap still holds. */
+int be_phase_free_all(be_phase_t ph) {
+  if (!heap_mode) return -1;
+  be_phase_end(ph);
+  return 0;
 }
 const char* be_version(void) {
   static char v[16];

@@ -11,7 +11,7 @@
  * each with its own symbols, and called through the same function pointers.
  *
  * Usage: bench_fastpath_cost [--json] [rounds=61] [churn_pairs=200000]
- *                            [batch_n=10000] [batch_rounds=5]
+ *                            [batch_n=10000] [batch_rounds=5] [touch=1]
  *                            [with=PATH] [without=PATH] [control=PATH]
  * The libraries default to the ones built with this program. */
 #include <dlfcn.h>
@@ -105,14 +105,23 @@ static bool lib_load(const char* path, tslab_lib_t* l, h_rng* rng) {
 
 enum { OBJ = 128 };
 
+/* Every build does the same with its objects: writes each one (all of its
+ * bytes, harness.h) when allocated and reads it back before freeing it. */
+static uint64_t checksum, next_id;
+
 static void* must_alloc(const contestant_t* c) {
   void* p = c->alloc(c->ctx, OBJ);
   if (!p) {
     fprintf(stderr, "%s: allocation failed\n", c->name);
     exit(2);
   }
-  h_touch(p, OBJ);
+  h_obj_write(p, OBJ, next_id++);
   return p;
+}
+
+static void release(const contestant_t* c, void* p) {
+  checksum += h_obj_read(p, OBJ);
+  c->free(c->ctx, p);
 }
 
 /* The figures: each times one block and returns ns per operation. */
@@ -124,7 +133,7 @@ typedef struct params {
 
 static double churn_block(const contestant_t* c, const params_t* pm) {
   uint64_t t0 = h_now_ns();
-  for (long i = 0; i < pm->churn_pairs; i++) c->free(c->ctx, must_alloc(c));
+  for (long i = 0; i < pm->churn_pairs; i++) release(c, must_alloc(c));
   return (double)(h_now_ns() - t0) / (double)pm->churn_pairs;
 }
 
@@ -137,11 +146,11 @@ static double batch_block(const contestant_t* c, const params_t* pm, enum free_o
   for (long r = 0; r < pm->batch_rounds; r++) {
     for (long i = 0; i < pm->batch_n; i++) pm->slots[i] = must_alloc(c);
     if (order == FREE_LIFO)
-      for (long i = pm->batch_n; i-- > 0;) c->free(c->ctx, pm->slots[i]);
+      for (long i = pm->batch_n; i-- > 0;) release(c, pm->slots[i]);
     else if (order == FREE_FIFO)
-      for (long i = 0; i < pm->batch_n; i++) c->free(c->ctx, pm->slots[i]);
+      for (long i = 0; i < pm->batch_n; i++) release(c, pm->slots[i]);
     else
-      for (long i = 0; i < pm->batch_n; i++) c->free(c->ctx, pm->slots[pm->order[i]]);
+      for (long i = 0; i < pm->batch_n; i++) release(c, pm->slots[pm->order[i]]);
   }
   return (double)(h_now_ns() - t0) / (double)(2 * pm->batch_n * pm->batch_rounds);
 }
@@ -204,6 +213,7 @@ int main(int argc, char** argv) {
   int na = argc - 1;
   char** args = argv + 1;
   int rounds = (int)h_arg_u64(na, args, "rounds", 61);
+  h_touch_init(na, args);
   params_t pm = {(long)h_arg_u64(na, args, "churn_pairs", 200000), (long)h_arg_u64(na, args, "batch_n", 10000),
                  (long)h_arg_u64(na, args, "batch_rounds", 5), NULL, NULL};
   if (rounds < 3 || rounds > MAX_ROUNDS || pm.churn_pairs < 1 || pm.batch_n < 1 || pm.batch_rounds < 1) {
@@ -250,7 +260,8 @@ int main(int argc, char** argv) {
   }
 
   if (json)
-    printf("{\"workload\":\"fastpath_cost\",\"rounds\":%d,\"placements\":%d,\"figures\":{", rounds, PLACEMENTS);
+    printf("{\"workload\":\"fastpath_cost\",\"rounds\":%d,\"placements\":%d,\"touch\":%d,\"figures\":{", rounds,
+           PLACEMENTS, h_touch_all);
   else
     printf("128 B objects, %d rounds over %d placements; ns per operation (churn: per pair), "
            "median [95%% CI]\n", rounds, PLACEMENTS);
@@ -275,6 +286,9 @@ int main(int argc, char** argv) {
       printf("\n");
     }
   }
-  if (json) printf("}}\n");
+  if (json)
+    printf("},\"checksum\":%llu}\n", (unsigned long long)checksum);
+  else
+    printf("checksum %llu\n", (unsigned long long)checksum);
   return 0;
 }

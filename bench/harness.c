@@ -31,6 +31,10 @@ uint64_t h_arg_u64(int n, char** args, const char* key, uint64_t dflt) {
   return s ? strtoull(s, NULL, 10) : dflt;
 }
 
+bool h_touch_all = true;
+
+void h_touch_init(int n, char** args) { h_touch_all = h_arg_u64(n, args, "touch", 1) != 0; }
+
 uint64_t h_rss(void) {
   static int fd = -1;
   static long page;

@@ -4,9 +4,11 @@
 #ifndef BENCH_HARNESS_H
 #define BENCH_HARNESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static inline uint64_t h_now_ns(void) {
@@ -23,9 +25,12 @@ static inline uint64_t h_rand(h_rng* r) {
   r->s ^= r->s >> 27;
   return r->s * 0x2545F4914F6CDD1DULL;
 }
-/* Uniform in [lo, hi]. */
+/* Uniform in [lo, hi] (hi - lo < 2^64 - 1). A multiply instead of a
+ * division: the server workload draws several numbers per object inside
+ * its timed requests, and a 64-bit division costs more than some
+ * allocators' whole fast path. */
 static inline uint64_t h_range(h_rng* r, uint64_t lo, uint64_t hi) {
-  return lo + h_rand(r) % (hi - lo + 1);
+  return lo + (uint64_t)(((unsigned __int128)h_rand(r) * (hi - lo + 1)) >> 64);
 }
 
 /* Command-line parameters written key=value: the value of key among the n
@@ -66,10 +71,56 @@ void h_series_print(FILE* out, const char* name, const h_series* s);
  * n unsorted samples (sorted in place). */
 void h_print_pcts(FILE* out, const char* name, uint64_t* v, size_t n);
 
-/* Keeps the compiler from dropping a store the benchmark depends on. */
-static inline void h_touch(void* p, size_t n) {
-  *(volatile uint64_t*)p = (uint64_t)n;
-  if (n > 64) *(volatile uint64_t*)((char*)p + n - 8) = (uint64_t)n;
+/* Real memory traffic. Programs write the objects they allocate and read them
+ * before freeing them, so an allocator that hands out cache-cold memory, or
+ * memory whose pages are not faulted in yet, pays for it as it would in a
+ * program. h_obj_write fills every byte of an object (of at least 8 bytes)
+ * with a pattern derived from its number; h_obj_read reads every byte back and returns their sum,
+ * which the workloads fold into the checksum they print: the reads cannot be
+ * dropped, and one workload prints the same checksum with every allocator
+ * (the report checks that they agree).
+ * With h_touch_all false (parameter touch=0) the write is the suite's former
+ * one or two stores (first and last word) and the read does nothing, so the
+ * untouched figures stay comparable with reports made before objects were
+ * touched. */
+extern bool h_touch_all;
+
+/* Sets h_touch_all from the parameter touch= among the n strings args
+ * (default 1). */
+void h_touch_init(int n, char** args);
+
+static inline void h_obj_write(void* p, size_t n, uint64_t id) {
+  if (!h_touch_all) {
+    *(volatile uint64_t*)p = (uint64_t)n;
+    if (n > 64) *(volatile uint64_t*)((char*)p + n - 8) = (uint64_t)n;
+    return;
+  }
+  uint64_t base = id * 0x9E3779B97F4A7C15ull;
+  uint64_t* w = (uint64_t*)p;
+  size_t nw = n / 8;
+  for (size_t i = 0; i < nw; i++) w[i] = base + i;
+  /* Bytes past the last whole word: one word ending at the object's end
+   * (every object has at least 8 bytes), instead of a loop of byte stores. */
+  if (n % 8) {
+    uint64_t tail = ~base;
+    memcpy((char*)p + n - 8, &tail, 8);
+  }
+}
+
+static inline uint64_t h_obj_read(const void* p, size_t n) {
+  if (!h_touch_all) return 0;
+  /* The values are known from the write; make the compiler load them. */
+  __asm__ volatile("" : : "r"(p) : "memory");
+  const uint64_t* w = (const uint64_t*)p;
+  size_t nw = n / 8;
+  uint64_t s = 0;
+  for (size_t i = 0; i < nw; i++) s += w[i];
+  if (n % 8) {
+    uint64_t tail;
+    memcpy(&tail, (const char*)p + n - 8, 8);
+    s += tail;
+  }
+  return s;
 }
 
 #endif

@@ -2,20 +2,25 @@
 # Build the library and the comparison benchmark suite, run every allocator
 # side by side, and write the report (docs/BENCHMARKS.md).
 # Usage: scripts/run-benchmarks.sh [--quick] [--threads N] [--repeats N] [--out DIR]
+#                                   [--real-programs FILE]
 #   --quick       small sizes and one repeat: a smoke run of every workload
 #   --threads N   also measure N threads in the threads workload (1 and 2 always)
 #   --repeats N   repeats per case (default 5, quick 1)
 #   --out DIR     where report.md, results.json and the plots go (default build/report)
+#   --real-programs FILE  records of real programs run under each allocator
+#                 (docs/BENCHMARKS.md) for the report's "Real programs" section
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/report
+real=
 suite_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) suite_args+=(--quick) ;;
     --threads|--repeats) suite_args+=("$1" "${2:?$1 needs a value}"); shift ;;
     --out) out=${2:?--out needs a directory}; shift ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --real-programs) real=${2:?--real-programs needs a file}; shift ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run-benchmarks: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -49,4 +54,5 @@ cmake --build "$build" -j"$(nproc)" -- -k ||
 echo "== suite"
 "$py" bench/run_suite.py --bin "$build/bench" --out "$out" "${suite_args[@]}"
 echo "== report"
+[ -z "$real" ] || cp "$real" "$out/real_programs.json"
 "$py" bench/report.py "$out"
