@@ -32,7 +32,9 @@ void* dropin_alloc_slow(size_t size, size_t alignment, bool zero) {
   if (size == 0) size = 1; /* malloc(0) is a unique pointer */
   void* p = NULL;
   dropin_guard_enter();
-  if (dropin_process_init()) {
+  if (!dropin_process_init()) {
+    if (!dropin_process_failed()) p = dropin_bootstrap_alloc(size, alignment); /* core not ready */
+  } else {
     tslab_t* a = dropin_heap();
     tslab_epoch_t e = dropin_thread_epoch();
     /* At most: the scope's epoch, the process epoch, a renewed process epoch. */

@@ -1,12 +1,13 @@
 /* The bootstrap arena: memory for the allocations the instance cannot serve.
  *
- * Two kinds of call land here. Allocations made while the process instance
- * is being created (the core registers the instance in a table it grows
- * with realloc, pthread_atfork records its handlers), and allocations made
- * by core code that the drop-in itself called on a slow path (a thread
- * cache's table, the HTTP endpoint's buffers and thread). Serving them from
- * the instance would recurse into the call that is running, possibly under
- * one of its locks. They are few and small, so the arena is a bump
+ * Three kinds of call land here. Allocations made while the process
+ * instance is being created (the core registers the instance in a table it
+ * grows with realloc), allocations made by core code that the drop-in
+ * itself called on a slow path (a thread cache's table, the HTTP endpoint's
+ * buffers and thread): serving them from the instance would recurse into
+ * the call that is running, possibly under one of its locks. And
+ * allocations made before the core's constructor ran (process.c). They are
+ * few and mostly small, so the arena is a bump
  * allocator that never frees: a static area first (no system call, and it
  * costs no memory until touched), then mappings of their own, whose ranges
  * are recorded so that free() and malloc_usable_size() recognise every
@@ -18,9 +19,9 @@
 
 #include "dropin.h"
 
-#define AREA_BYTES ((size_t)256 << 10)
+#define AREA_BYTES ((size_t)1 << 20)
 #define HEADER 16u           /* the block's usable size, just before it */
-#define MAPPINGS_MAX 64u
+#define MAPPINGS_MAX 256u
 #define MAPPING_ROUND ((size_t)64 << 10)
 
 static _Alignas(4096) unsigned char area[AREA_BYTES];

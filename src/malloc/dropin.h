@@ -64,7 +64,11 @@ static inline tslab_t* dropin_heap(void) {
 }
 /* Create the instance once (concurrent callers wait); false when it could
  * not be created. Call with the guard raised. */
+/* Create the instance once (concurrent callers wait) and publish it once
+ * the core is initialised; false until then, or when it could not be
+ * created (dropin_process_failed). Call with the guard raised. */
 DROPIN_HIDDEN bool dropin_process_init(void);
+DROPIN_HIDDEN bool dropin_process_failed(void);
 /* dropin_process_init with the guard raised around it; true when the
  * instance exists. */
 DROPIN_HIDDEN bool dropin_ensure(void);

@@ -30,8 +30,9 @@
 tslab_t* _Atomic dropin_heap_ptr;
 dropin_counters_t dropin_counters;
 
-enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2, INIT_FAILED = 3 };
+enum { INIT_NONE, INIT_CREATING, INIT_CREATED, INIT_PUBLISHING, INIT_DONE, INIT_FAILED };
 static _Atomic int init_state;
+static tslab_t* created;  /* the instance, before it is published */
 static _Atomic tslab_epoch_t process_epoch;
 static pthread_mutex_t renew_mu = PTHREAD_MUTEX_INITIALIZER;
 static dropin_options_t options;
@@ -48,27 +49,61 @@ static tslab_t* create_instance(tslab_config_t* c) {
   }
 }
 
+/* The core fills its size-class table in a constructor, and a thread cache
+ * made before that would copy zero sizes. The first malloc of a process can
+ * come before it: from another library's constructor that runs first (the
+ * C++ runtime's exception pool), or from anything at all when the drop-in
+ * is linked statically (the executable's constructors run last). Until the
+ * table is filled, allocations are served by the bootstrap arena. */
+static bool core_initialized(tslab_t* a) {
+  tslab_stats_class_t c;
+  return tslab_stats_class(a, 0, &c) == TSLAB_OK && c.object_size != 0;
+}
+
+static void publish(tslab_t* a) {
+  tslab_epoch_t e = tslab_epoch_current(a);
+  (void)tslab_epoch_set_label(a, e, "process");
+  atomic_store_explicit(&process_epoch, e, memory_order_relaxed);
+  atomic_store_explicit(&dropin_heap_ptr, a, memory_order_release);
+  if (options.verbose)
+    dropin_message("pid %d: instance of %zu bytes reserved, release policy %d, process epoch %llu\n",
+                   (int)getpid(), options.config.reserve_bytes, (int)options.config.release_policy,
+                   (unsigned long long)e);
+}
+
 bool dropin_process_init(void) {
   int s = atomic_load_explicit(&init_state, memory_order_acquire);
   if (dropin_likely(s == INIT_DONE)) return true;
   if (s == INIT_NONE &&
-      atomic_compare_exchange_strong_explicit(&init_state, &s, INIT_RUNNING, memory_order_acq_rel,
+      atomic_compare_exchange_strong_explicit(&init_state, &s, INIT_CREATING, memory_order_acq_rel,
                                               memory_order_acquire)) {
     dropin_options_read(&options);
-    tslab_t* a = create_instance(&options.config);
-    if (a) {
-      tslab_epoch_t e = tslab_epoch_current(a);
-      (void)tslab_epoch_set_label(a, e, "process");
-      atomic_store_explicit(&process_epoch, e, memory_order_relaxed);
-      atomic_store_explicit(&dropin_heap_ptr, a, memory_order_release);
-    } else {
+    created = create_instance(&options.config);
+    if (!created)
       dropin_message("cannot create the process instance: %s\n", tslab_strerror(tslab_last_error()));
-    }
-    atomic_store_explicit(&init_state, a ? INIT_DONE : INIT_FAILED, memory_order_release);
-    return a != NULL;
+    s = created ? INIT_CREATED : INIT_FAILED;
+    atomic_store_explicit(&init_state, s, memory_order_release);
   }
-  while ((s = atomic_load_explicit(&init_state, memory_order_acquire)) == INIT_RUNNING) sched_yield();
+  while (s == INIT_CREATING || s == INIT_PUBLISHING) {
+    sched_yield();
+    s = atomic_load_explicit(&init_state, memory_order_acquire);
+  }
+  if (s == INIT_CREATED && core_initialized(created) &&
+      atomic_compare_exchange_strong_explicit(&init_state, &s, INIT_PUBLISHING, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+    publish(created);
+    atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
+    return true;
+  }
+  while (s == INIT_PUBLISHING) {
+    sched_yield();
+    s = atomic_load_explicit(&init_state, memory_order_acquire);
+  }
   return s == INIT_DONE;
+}
+
+bool dropin_process_failed(void) {
+  return atomic_load_explicit(&init_state, memory_order_relaxed) == INIT_FAILED;
 }
 
 tslab_epoch_t dropin_process_epoch(void) {
