@@ -2,16 +2,20 @@
  * for long-running server applications" (ISMM 1998), as the allocator
  * benchmark suites run it. Each thread owns an array of blocks of random
  * sizes; it repeatedly frees a random block and allocates a new one of a
- * random size in its place. After a number of such rounds the thread ends
- * and a new thread takes over its array, so blocks are freed by threads
- * other than the one that allocated them, as in a server whose worker
- * threads come and go. The published runs use sizes 8..1000 bytes.
+ * random size in its place. After a number of such rounds the thread starts
+ * a new thread that takes over its array, and ends; so blocks are freed by
+ * threads other than the one that allocated them, as in a server whose
+ * worker threads come and go. The published runs use sizes 8..1000 bytes.
  *
  * Usage: larson THREADS GENERATIONS ROUNDS BLOCKS [MIN MAX]
  * (work is fixed: THREADS * GENERATIONS * ROUNDS replacements) */
 #include <pthread.h>
 
 #include "bench_common.h"
+
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static long lanes_running;
 
 typedef struct {
   void** blocks;
@@ -42,14 +46,16 @@ static void* worker(void* arg) {
     }
   }
   /* Hand the array to a new thread: this one ends, its blocks live on. */
-  if (--l->generations_left > 0) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, worker, l) != 0) {
-      l->bad = 1;
-      return NULL;
-    }
-    pthread_join(t, NULL);
+  pthread_t t;
+  if (--l->generations_left > 0 && pthread_create(&t, NULL, worker, l) == 0) {
+    pthread_detach(t);
+    return NULL;
   }
+  if (l->generations_left > 0) l->bad = 1;
+  pthread_mutex_lock(&done_mu);
+  lanes_running--;
+  pthread_cond_signal(&done_cv);
+  pthread_mutex_unlock(&done_mu);
   return NULL;
 }
 
@@ -58,7 +64,7 @@ int main(int argc, char** argv) {
   long rounds = arg_long(argc, argv, 3, 10), nblocks = arg_long(argc, argv, 4, 5000);
   size_t min = (size_t)arg_long(argc, argv, 5, 8), max = (size_t)arg_long(argc, argv, 6, 1000);
   lane_t* lanes = calloc((size_t)threads, sizeof *lanes);
-  pthread_t* t = calloc((size_t)threads, sizeof *t);
+  lanes_running = threads;
   for (long i = 0; i < threads; i++) {
     lane_t* l = &lanes[i];
     l->blocks = calloc((size_t)nblocks, sizeof *l->blocks);
@@ -69,11 +75,15 @@ int main(int argc, char** argv) {
     l->min = min;
     l->max = max;
     l->seed = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
-    pthread_create(&t[i], NULL, worker, l);
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, l) != 0) return 1;
+    pthread_detach(t);
   }
+  pthread_mutex_lock(&done_mu);
+  while (lanes_running > 0) pthread_cond_wait(&done_cv, &done_mu);
+  pthread_mutex_unlock(&done_mu);
   int bad = 0;
   for (long i = 0; i < threads; i++) {
-    pthread_join(t[i], NULL);
     lane_t* l = &lanes[i];
     for (long k = 0; k < nblocks; k++) {
       if (l->blocks[k]) bad |= !stamped(l->blocks[k], l->sizes[k]);

@@ -95,6 +95,8 @@ def build(build_dir):
                         os.path.join(bindir, prog)], check=True)
     subprocess.run(["g++", "-std=c++17"] + cflags + [os.path.join(HERE, "cxx_containers.cpp"), "-o",
                     os.path.join(bindir, "cxx_containers")], check=True)
+    subprocess.run(["cc", "-O2", os.path.join(HERE, "peak_rss.c"), "-o", os.path.join(bindir, "peak_rss")],
+                   check=True)
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", os.path.join(HERE, "glibc_shim.c"), "-o",
                     os.path.join(bindir, "libglibc-shim.so"), "-ldl"], check=True)
     return bindir
@@ -114,34 +116,43 @@ def env_for(preload):
     return env
 
 
-def wait_rusage(proc, timeout):
-    """Wait for proc (killing it past timeout): (exit code or -1 when killed,
-    its peak RSS in bytes)."""
-    deadline = time.perf_counter() + timeout
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > deadline:
-            proc.kill()
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = -1
-            return -1, usage.ru_maxrss * 1024
-        time.sleep(0.005)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss * 1024
+class Measured:
+    """A program started through bench/real/peak_rss.c, which reports its
+    peak RSS (see there why the driver cannot ask the kernel itself)."""
+
+    def __init__(self, ctx, cmd, env, **popen):
+        fd, self.rss_file = tempfile.mkstemp(prefix="rss-", dir=ctx["scratch"])
+        os.close(fd)
+        self.proc = subprocess.Popen([os.path.join(ctx["bindir"], "peak_rss"), self.rss_file] + cmd,
+                                     env=env, **popen)
+
+    def finish(self, timeout):
+        """(exit code, or -1 when it had to be killed; peak RSS bytes)."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            code = -1
+        try:
+            with open(self.rss_file) as f:
+                rss = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            rss = 0
+        os.unlink(self.rss_file)
+        return code, rss
 
 
-def run_measured(cmd, env, timeout, stdin=None, cwd=None):
-    """(seconds, peak RSS bytes, exit status, stdout) of one run."""
+def run_measured(ctx, cmd, env, timeout, stdin=None):
+    """(seconds, peak RSS bytes, exit status, output) of one run."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, cwd=cwd)
+        m = Measured(ctx, cmd, env, stdout=out, stderr=subprocess.STDOUT, cwd=ctx["scratch"],
+                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
         if stdin:
-            p.stdin.write(stdin.encode())
-            p.stdin.close()
-        code, rss = wait_rusage(p, timeout)
+            m.proc.stdin.write(stdin.encode())
+            m.proc.stdin.close()
+        code, rss = m.finish(timeout)
         seconds = time.perf_counter() - t0
         out.seek(0)
         text = out.read().decode(errors="replace")
@@ -156,7 +167,7 @@ def simple(cmd_of, expect, timeout=300):
     allocators."""
     def run(ctx, allocator):
         cmd = cmd_of(ctx)
-        s, rss, code, out = run_measured(cmd, env_for(ctx["preloads"][allocator]), timeout)
+        s, rss, code, out = run_measured(ctx, cmd, env_for(ctx["preloads"][allocator]), timeout)
         ok = code == 0 and re.search(expect, out) is not None
         if not ok:
             log(f"  {allocator}: exit {code}: {out[-2000:]}")
@@ -183,8 +194,8 @@ SELECT group_concat(p, ',') FROM (SELECT p FROM g ORDER BY c DESC, p LIMIT 5);
 
 def sqlite_run(ctx, allocator):
     rows = 30000 if ctx["quick"] else 400000
-    s, rss, code, out = run_measured(["sqlite3", ":memory:"], env_for(ctx["preloads"][allocator]), 600,
-                                     stdin=SQL_WORKLOAD.format(rows=rows))
+    s, rss, code, out = run_measured(ctx, ["sqlite3", ":memory:"], env_for(ctx["preloads"][allocator]),
+                                     600, stdin=SQL_WORKLOAD.format(rows=rows))
     # Its own check: the counts the workload must produce.
     kept = rows - rows // 5
     ok = code == 0 and out.startswith(f"{kept}|")
@@ -195,8 +206,8 @@ def sqlite_run(ctx, allocator):
 
 def python_run(ctx, allocator):
     tests = PY_TESTS_QUICK if ctx["quick"] else PY_TESTS
-    s, rss, code, out = run_measured(["python3.11", "-m", "test", "-q"] + tests,
-                                     env_for(ctx["preloads"][allocator]), 1200, cwd=ctx["scratch"])
+    s, rss, code, out = run_measured(ctx, ["python3.11", "-m", "test", "-q"] + tests,
+                                     env_for(ctx["preloads"][allocator]), 1200)
     ok = code == 0 and "Tests result: SUCCESS" in out
     if not ok:
         log(f"  {allocator}: exit {code}: {out[-3000:]}")
@@ -228,9 +239,9 @@ def redis_run(ctx, allocator):
     if allocator == "tslab":
         env["TSLAB_SHOW_STATS"] = "1"
     logf = tempfile.TemporaryFile()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--daemonize", "no", "--dir", ctx["scratch"]],
-                              env=env, stdout=logf, stderr=subprocess.STDOUT)
+    server = Measured(ctx, ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "no", "--daemonize", "no", "--dir", ctx["scratch"]],
+                      env, stdout=logf, stderr=subprocess.STDOUT)
     ok, evidence = True, {}
     try:
         for _ in range(200):
@@ -239,7 +250,8 @@ def redis_run(ctx, allocator):
             time.sleep(0.05)
         else:
             raise RuntimeError("redis-server did not start")
-        maps = open(f"/proc/{server.pid}/maps").read()
+        server_pid = int(open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read().split()[0])
+        maps = open(f"/proc/{server_pid}/maps").read()
         evidence["preload_mapped"] = os.path.basename(ctx["preloads"][allocator]) in maps
         t0 = time.perf_counter()
         bench = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", str(n),
@@ -267,13 +279,14 @@ def redis_run(ctx, allocator):
         redis_cli(port, "shutdown", "nosave")
     except subprocess.TimeoutExpired:
         pass
-    code, rss = wait_rusage(server, 30)
+    code, rss = server.finish(30)
     ok = ok and code == 0
     logf.seek(0)
     tail = logf.read().decode(errors="replace")
-    m = re.search(r"allocations\s+(\d+)", tail)
-    if m:
-        evidence["tslab_allocations_total"] = int(m.group(1))
+    # The server's statistics (the launcher prints its own, smaller, too).
+    counts = [int(x) for x in re.findall(r"allocations\s+(\d+)", tail)]
+    if counts:
+        evidence["tslab_allocations_total"] = max(counts)
     # jemalloc (linked into Debian's redis-server) serves the process only
     # under jemalloc: elsewhere its own count stays near zero.
     try:
