@@ -8,7 +8,7 @@
 # build the drop-in, and its tests skip with a message.
 set(DROPIN_TESTS test_dropin_malloc test_dropin_scope test_dropin_fork test_dropin_threads
   test_dropin_dlopen test_dropin_cxx test_dropin_malloc_linked test_dropin_malloc_static
-  test_dropin_scope_static)
+  test_dropin_scope_static test_dropin_options)
 
 if(NOT TARGET tslab_malloc)
   foreach(name ${DROPIN_TESTS})
@@ -56,6 +56,20 @@ add_library(dropin_plugin MODULE ${DROPIN_DIR}/dropin_plugin.c)
 tslab_add_dropin_test(test_dropin_dlopen ${DROPIN_DIR}/test_dropin_dlopen.c
   ARGS $<TARGET_FILE:dropin_plugin>)
 add_dependencies(test_dropin_dlopen dropin_plugin)
+
+# The TSLAB_* variables, by their effect on a program run under the drop-in.
+find_package(Python3 COMPONENTS Interpreter)
+add_executable(dropin_probe ${DROPIN_DIR}/dropin_probe.c)
+target_include_directories(dropin_probe PRIVATE ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(dropin_probe PRIVATE ${CMAKE_DL_LIBS})
+if(Python3_FOUND)
+  add_test(NAME test_dropin_options COMMAND ${Python3_EXECUTABLE} ${DROPIN_DIR}/check_options.py
+    $<TARGET_FILE:tslab_malloc> $<TARGET_FILE:dropin_probe>)
+else()
+  add_test(NAME test_dropin_options COMMAND sh -c "echo 'skipped: no python3'; exit 77")
+  set_tests_properties(test_dropin_options PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+set_tests_properties(test_dropin_options PROPERTIES TIMEOUT 120 LABELS dropin)
 
 include(CheckLanguage)
 check_language(CXX)
