@@ -127,10 +127,9 @@ void* dropin_realloc(void* p, size_t size) {
   return move(p, old, size);
 }
 
-size_t dropin_usable_size(const void* p) {
-  if (p == NULL) return 0;
-  size_t n = tslab_usable_size(dropin_heap(), p);
-  if (n || dropin_bootstrap_owns(p, &n)) return n;
+size_t dropin_usable_size_slow(const void* p) {
+  size_t n = 0;
+  if (p == NULL || dropin_bootstrap_owns(p, &n)) return n;
   DROPIN_COUNT(foreign_usable_size);
   return 0;
 }

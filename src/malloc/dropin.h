@@ -120,6 +120,7 @@ DROPIN_HIDDEN bool dropin_bootstrap_owns(const void* p, size_t* usable);
 DROPIN_HIDDEN void* dropin_alloc_slow(size_t size, size_t alignment, bool zero);
 DROPIN_HIDDEN void dropin_free_slow(void* p);
 DROPIN_HIDDEN void* dropin_realloc(void* p, size_t size);
-DROPIN_HIDDEN size_t dropin_usable_size(const void* p);
+/* malloc_usable_size of a pointer that is not a live block of the instance. */
+DROPIN_HIDDEN size_t dropin_usable_size_slow(const void* p);
 
 #endif /* TSLAB_DROPIN_H */

@@ -93,7 +93,8 @@ EXPORT void* reallocarray(void* p, size_t count, size_t size) {
 }
 
 EXPORT size_t malloc_usable_size(void* p) {
-  return dropin_usable_size(p);
+  size_t n = tslab_usable_size(dropin_heap(), p);
+  return dropin_likely(n != 0) ? n : dropin_usable_size_slow(p);
 }
 
 EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
