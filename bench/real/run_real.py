@@ -340,6 +340,7 @@ def main():
     ap.add_argument("--no-install", action="store_true", help="do not install Debian packages")
     args = ap.parse_args()
 
+    args.build = os.path.abspath(args.build)  # programs run in a scratch directory
     if not args.no_install:
         install_deps()
     bindir = build(args.build)

@@ -14,7 +14,7 @@ timeout 900 python3 bench/real/run_real.py --quick --repeats 1 --allocators tsla
   --build build/ci-dropin --out build/ci-dropin/real-smoke.json --no-install
 
 # Metrics of an unmodified program: TSLAB_HTTP starts the endpoint.
-lib=build/ci-dropin/src/malloc/libtslab-malloc.so
+lib=$PWD/build/ci-dropin/src/malloc/libtslab-malloc.so
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 TSLAB_HTTP="127.0.0.1:$port" LD_PRELOAD="$lib" python3.11 -c 'import time; time.sleep(8)' &
 pid=$!
