@@ -22,6 +22,8 @@ LD_LIBRARY_PATH="$prefix/lib:$(dirname "$libdir")" "$work/consumer/consumer_shar
 "$work/consumer/consumer_static"
 LD_LIBRARY_PATH="$prefix/lib:$(dirname "$libdir")" "$work/consumer/consumer_cpp_shared"
 "$work/consumer/consumer_cpp_static"
+LD_LIBRARY_PATH="$prefix/lib:$(dirname "$libdir")" "$work/consumer/consumer_malloc"
+"$work/consumer/consumer_malloc_static"
 
 # pkg-config
 export PKG_CONFIG_PATH="$libdir"
@@ -31,6 +33,9 @@ LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer_pc"
 c++ -std=c++17 $(pkg-config --cflags tslab) "$src/tests/install/consumer.cpp" \
   $(pkg-config --libs tslab) -o "$work/consumer_cpp_pc"
 LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer_cpp_pc"
+cc -std=c11 $(pkg-config --cflags tslab-malloc) "$src/tests/install/consumer_malloc.c" \
+  $(pkg-config --libs tslab-malloc) -o "$work/consumer_malloc_pc"
+LD_LIBRARY_PATH="$(dirname "$libdir")" "$work/consumer_malloc_pc"
 
 # Exported: the functions declared in include/tslab.h, and the seed's
 # compatibility names; nothing internal.
@@ -42,6 +47,24 @@ if grep -E '^tslab_' "$work/exports" | grep -v -x -f "$work/declared"; then
 fi
 if grep -v -E '^tslab_' "$work/exports" | grep -v -x -f "$src/tests/install/compat_exports.txt"; then
   echo "unexpected exported symbols above"
+  exit 1
+fi
+# The drop-in exports the same, its own tslab_malloc_ functions, and the
+# allocation names it replaces; nothing else.
+nm -D --defined-only "$(dirname "$libdir")/libtslab-malloc.so" | awk '{print $3}' | sort > "$work/exports_malloc"
+grep -h -o 'tslab_[a-z_]*(' "$src/include/tslab.h" "$src/include/tslab_malloc.h" | tr -d '(' | sort -u \
+  > "$work/declared_malloc"
+if grep -E '^tslab_' "$work/exports_malloc" | grep -v -x -f "$work/declared_malloc"; then
+  echo "exported tslab_ symbols above are not declared in include/tslab.h or include/tslab_malloc.h"
+  exit 1
+fi
+if grep -v -E '^tslab_' "$work/exports_malloc" | grep -v -x -f "$src/tests/install/compat_exports.txt" \
+    | grep -v -x -f "$src/tests/install/malloc_exports.txt"; then
+  echo "unexpected exported symbols above in libtslab-malloc.so"
+  exit 1
+fi
+if grep -E '^tslab_malloc_' "$work/exports"; then
+  echo "libtslab.so exports the drop-in's functions above"
   exit 1
 fi
 echo "install ok"

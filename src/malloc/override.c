@@ -1,0 +1,306 @@
+/* The names the C library and the C++ runtime allocate through.
+ *
+ * Defining them in a library that comes before the C library in the search
+ * order (LD_PRELOAD, or linked first) makes every call in the process bind
+ * here: the program's, every library's, and the C library's own internal
+ * calls, which go through the same symbols. The __libc_ names are defined
+ * too, for programs that call glibc's allocator by those names.
+ *
+ * The fast paths are the core's calls with the thread's epoch: one TLS load
+ * and one test on top of tslab_alloc, one test on top of tslab_free. Every
+ * other case is in alloc.c.
+ *
+ * The C++ operators are defined here under their mangled names (Itanium C++
+ * ABI, 64-bit size_t), so that the library needs no C++ runtime: a failing
+ * operator new calls the program's new-handler and throws std::bad_alloc
+ * through the C++ runtime's own entry points, which are there whenever a C++
+ * program is. This file is built with unwind tables, so the exception
+ * passes through these frames. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "dropin.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static inline void* alloc_fast(size_t size) {
+  tslab_epoch_t e = dropin_tls.epoch;
+  if (dropin_likely(e != 0)) {
+    void* p = tslab_alloc(dropin_heap(), size, e);
+    if (dropin_likely(p != NULL)) return p;
+  }
+  return dropin_alloc_slow(size, 0, false);
+}
+
+/* Alignments up to 8 are what every block has; larger ones ask the core. */
+static inline void* alloc_aligned(size_t alignment, size_t size) {
+  if (alignment <= sizeof(void*)) return alloc_fast(size);
+  tslab_epoch_t e = dropin_tls.epoch;
+  if (dropin_likely(e != 0)) {
+    void* p = tslab_aligned_alloc(dropin_heap(), alignment, size, e);
+    if (dropin_likely(p != NULL)) return p;
+  }
+  return dropin_alloc_slow(size, alignment, false);
+}
+
+static inline void free_fast(void* p) {
+  if (dropin_likely(tslab_free(dropin_heap(), p))) return;
+  dropin_free_slow(p);
+}
+
+static bool is_pow2(size_t x) {
+  return x != 0 && (x & (x - 1)) == 0;
+}
+
+/* ---- C ---- */
+
+EXPORT void* malloc(size_t size) {
+  return alloc_fast(size);
+}
+
+EXPORT void free(void* p) {
+  free_fast(p);
+}
+
+EXPORT void* calloc(size_t count, size_t size) {
+  tslab_epoch_t e = dropin_tls.epoch;
+  if (dropin_likely(e != 0)) {
+    void* p = tslab_calloc(dropin_heap(), count, size, e);
+    if (dropin_likely(p != NULL)) return p;
+  }
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return dropin_alloc_slow(bytes, 0, true);
+}
+
+EXPORT void* realloc(void* p, size_t size) {
+  return dropin_realloc(p, size);
+}
+
+EXPORT void* reallocarray(void* p, size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return dropin_realloc(p, bytes);
+}
+
+EXPORT size_t malloc_usable_size(void* p) {
+  size_t n = tslab_usable_size(dropin_heap(), p);
+  return dropin_likely(n != 0) ? n : dropin_usable_size_slow(p);
+}
+
+EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
+  if (!is_pow2(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  int saved = errno;
+  void* p = alloc_aligned(alignment, size);
+  errno = saved; /* posix_memalign reports through its result only */
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+EXPORT void* aligned_alloc(size_t alignment, size_t size) {
+  if (!is_pow2(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_aligned(alignment, size);
+}
+
+/* glibc's memalign takes any alignment and rounds it up to a power of two. */
+EXPORT void* memalign(size_t alignment, size_t size) {
+  if (!is_pow2(alignment)) {
+    size_t a = sizeof(void*);
+    while (a < alignment && a <= SIZE_MAX / 2) a <<= 1;
+    alignment = a;
+  }
+  return alloc_aligned(alignment, size);
+}
+
+EXPORT void* valloc(size_t size) {
+  return alloc_aligned((size_t)sysconf(_SC_PAGESIZE), size);
+}
+
+EXPORT void* pvalloc(size_t size) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t rounded = (size + page - 1) & ~(page - 1);
+  if (rounded < size) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return alloc_aligned(page, rounded ? rounded : page);
+}
+
+EXPORT void cfree(void* p);
+EXPORT void cfree(void* p) {
+  free_fast(p);
+}
+
+/* ---- glibc's other entry points: harmless answers ---- */
+
+EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  tslab_t* a = dropin_heap();
+  if (a) tslab_thread_flush(a);
+  return 0;
+}
+
+EXPORT void malloc_stats(void) {
+  tslab_malloc_print_stats(STDERR_FILENO);
+}
+
+EXPORT int mallopt(int param, int value) {
+  (void)param;
+  (void)value;
+  return 1; /* accepted; tslab has no such knobs (TSLAB_* variables instead) */
+}
+
+static void fill_info(size_t* arena, size_t* used, size_t* unused) {
+  tslab_stats_global_t g = {0};
+  tslab_t* a = dropin_heap();
+  if (a) (void)tslab_stats_global(a, &g);
+  *arena = (size_t)g.committed_bytes;
+  *used = (size_t)g.live_bytes;
+  *unused = g.committed_bytes > g.live_bytes ? (size_t)(g.committed_bytes - g.live_bytes) : 0;
+}
+
+EXPORT struct mallinfo2 mallinfo2(void) {
+  struct mallinfo2 m = {0};
+  fill_info(&m.arena, &m.uordblks, &m.fordblks);
+  return m;
+}
+
+EXPORT struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo m = {0};
+  m.arena = (int)m2.arena;
+  m.uordblks = (int)m2.uordblks;
+  m.fordblks = (int)m2.fordblks;
+  return m;
+}
+
+EXPORT int malloc_info(int options, FILE* fp) {
+  if (options != 0 || !fp) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct mallinfo2 m = mallinfo2();
+  fprintf(fp, "<malloc version=\"tslab\"><total type=\"committed\" size=\"%zu\"/>"
+              "<total type=\"live\" size=\"%zu\"/></malloc>\n", m.arena, m.uordblks);
+  return 0;
+}
+
+/* glibc exports its allocator under these names as well. */
+void* __libc_malloc(size_t size);
+void __libc_free(void* p);
+void* __libc_calloc(size_t count, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void* __libc_memalign(size_t alignment, size_t size);
+void* __libc_valloc(size_t size);
+void* __libc_pvalloc(size_t size);
+EXPORT void* __libc_malloc(size_t size) { return malloc(size); }
+EXPORT void __libc_free(void* p) { free_fast(p); }
+EXPORT void* __libc_calloc(size_t count, size_t size) { return calloc(count, size); }
+EXPORT void* __libc_realloc(void* p, size_t size) { return dropin_realloc(p, size); }
+EXPORT void* __libc_memalign(size_t alignment, size_t size) { return memalign(alignment, size); }
+EXPORT void* __libc_valloc(size_t size) { return valloc(size); }
+EXPORT void* __libc_pvalloc(size_t size) { return pvalloc(size); }
+
+/* ---- C++ ---- */
+
+typedef void (*new_handler_t)(void);
+/* std::get_new_handler() and std::__throw_bad_alloc(), from the C++ runtime
+ * when the program has one. */
+extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+/* operator new's failure: call the new-handler until it gives up, then throw
+ * std::bad_alloc; nothrow forms return NULL (a handler they called could
+ * throw, which they may not let through). */
+static void* new_failed(size_t size, size_t alignment, bool nothrow) {
+  for (;;) {
+    new_handler_t h = !nothrow && _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!h) {
+      if (!nothrow && _ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+      return NULL;
+    }
+    h();
+    void* p = dropin_alloc_slow(size, alignment, false);
+    if (p) return p;
+  }
+}
+
+static inline void* new_fast(size_t size, size_t alignment, bool nothrow) {
+  void* p = alignment ? alloc_aligned(alignment, size) : alloc_fast(size);
+  return dropin_likely(p != NULL) ? p : new_failed(size, alignment, nothrow);
+}
+
+#define NOTHROW_T const void*   /* const std::nothrow_t& */
+#define ALIGN_T size_t          /* std::align_val_t */
+
+/* new, new[] and their nothrow and aligned forms */
+void* _Znwm(size_t n);
+void* _Znam(size_t n);
+void* _ZnwmRKSt9nothrow_t(size_t n, NOTHROW_T t);
+void* _ZnamRKSt9nothrow_t(size_t n, NOTHROW_T t);
+void* _ZnwmSt11align_val_t(size_t n, ALIGN_T al);
+void* _ZnamSt11align_val_t(size_t n, ALIGN_T al);
+void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t);
+void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t);
+EXPORT void* _Znwm(size_t n) { return new_fast(n, 0, false); }
+EXPORT void* _Znam(size_t n) { return new_fast(n, 0, false); }
+EXPORT void* _ZnwmRKSt9nothrow_t(size_t n, NOTHROW_T t) { (void)t; return new_fast(n, 0, true); }
+EXPORT void* _ZnamRKSt9nothrow_t(size_t n, NOTHROW_T t) { (void)t; return new_fast(n, 0, true); }
+EXPORT void* _ZnwmSt11align_val_t(size_t n, ALIGN_T al) { return new_fast(n, al, false); }
+EXPORT void* _ZnamSt11align_val_t(size_t n, ALIGN_T al) { return new_fast(n, al, false); }
+EXPORT void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t) {
+  (void)t;
+  return new_fast(n, al, true);
+}
+EXPORT void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t) {
+  (void)t;
+  return new_fast(n, al, true);
+}
+
+/* delete, delete[] and their sized, aligned and nothrow forms: the size and
+ * alignment are not needed to free. */
+void _ZdlPv(void* p);
+void _ZdaPv(void* p);
+void _ZdlPvm(void* p, size_t n);
+void _ZdaPvm(void* p, size_t n);
+void _ZdlPvSt11align_val_t(void* p, ALIGN_T al);
+void _ZdaPvSt11align_val_t(void* p, ALIGN_T al);
+void _ZdlPvmSt11align_val_t(void* p, size_t n, ALIGN_T al);
+void _ZdaPvmSt11align_val_t(void* p, size_t n, ALIGN_T al);
+void _ZdlPvRKSt9nothrow_t(void* p, NOTHROW_T t);
+void _ZdaPvRKSt9nothrow_t(void* p, NOTHROW_T t);
+void _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, ALIGN_T al, NOTHROW_T t);
+void _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, ALIGN_T al, NOTHROW_T t);
+EXPORT void _ZdlPv(void* p) { free_fast(p); }
+EXPORT void _ZdaPv(void* p) { free_fast(p); }
+EXPORT void _ZdlPvm(void* p, size_t n) { (void)n; free_fast(p); }
+EXPORT void _ZdaPvm(void* p, size_t n) { (void)n; free_fast(p); }
+EXPORT void _ZdlPvSt11align_val_t(void* p, ALIGN_T al) { (void)al; free_fast(p); }
+EXPORT void _ZdaPvSt11align_val_t(void* p, ALIGN_T al) { (void)al; free_fast(p); }
+EXPORT void _ZdlPvmSt11align_val_t(void* p, size_t n, ALIGN_T al) { (void)n; (void)al; free_fast(p); }
+EXPORT void _ZdaPvmSt11align_val_t(void* p, size_t n, ALIGN_T al) { (void)n; (void)al; free_fast(p); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void* p, NOTHROW_T t) { (void)t; free_fast(p); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void* p, NOTHROW_T t) { (void)t; free_fast(p); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void* p, ALIGN_T al, NOTHROW_T t) {
+  (void)al;
+  (void)t;
+  free_fast(p);
+}
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void* p, ALIGN_T al, NOTHROW_T t) {
+  (void)al;
+  (void)t;
+  free_fast(p);
+}

@@ -1,0 +1,191 @@
+/* The malloc family under the drop-in: results, alignment, usable sizes,
+ * errno, and pointers the drop-in did not allocate (the C library's own
+ * allocator, static and mapped memory), which must never crash free,
+ * realloc or malloc_usable_size and must be counted. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "test_util.h"
+#include "dropin_sym.h"
+
+static bool aligned(const void* p, size_t al) {
+  return ((uintptr_t)p & (al - 1)) == 0;
+}
+
+/* The block is ours: a live allocation of the process instance. */
+static bool ours(const void* p) {
+  return SYM(tslab_usable_size)(SYM(tslab_malloc_instance)(), p) > 0;
+}
+
+static void fill(unsigned char* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 31u + seed);
+}
+
+static bool filled(const unsigned char* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != (unsigned char)(i * 31u + seed)) return false;
+  return true;
+}
+
+static void test_family(void) {
+  void* z1 = malloc(0);
+  void* z2 = malloc(0);
+  CHECK(z1 && z2 && z1 != z2 && ours(z1));
+  free(z1);
+  free(z2);
+
+  /* Every size up to 64 KiB and some large ones: usable size covers the
+   * request, the whole usable size can be written, 8-byte alignment at
+   * least and 16 for 16-byte multiples (what max_align_t-sized types need). */
+  for (size_t n = 1; n < (1u << 22); n = n < 4096 ? n + 1 : n * 2 + 7) {
+    unsigned char* p = malloc(n);
+    REQUIRE(p != NULL);
+    size_t u = malloc_usable_size(p);
+    CHECK(u >= n);
+    CHECK(aligned(p, 8));
+    if (n % 16 == 0) CHECK(aligned(p, 16));
+    fill(p, u, (unsigned)n);
+    CHECK(filled(p, u, (unsigned)n));
+    free(p);
+  }
+
+  unsigned char* c = calloc(1000, 37);
+  REQUIRE(c != NULL);
+  size_t zeros = 0;
+  for (size_t i = 0; i < 37000; i++) zeros += c[i] == 0;
+  CHECK_EQ_U(zeros, 37000);
+  free(c);
+  errno = 0;
+  CHECK(calloc(SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+  void* c0 = calloc(0, 8);
+  CHECK(c0 != NULL);
+  free(c0);
+
+  /* realloc keeps the contents through growth and shrinking. */
+  unsigned char* r = malloc(10);
+  fill(r, 10, 7);
+  for (size_t n = 16; n < (1u << 21); n *= 3) {
+    r = realloc(r, n);
+    REQUIRE(r != NULL);
+    CHECK(filled(r, 10, 7));
+  }
+  r = realloc(r, 5);
+  CHECK(r && filled(r, 5, 7));
+  errno = 0;
+  CHECK(realloc(r, 0) == NULL); /* frees, as the C library does */
+  void* ra = reallocarray(NULL, 10, 10);
+  CHECK(ra != NULL);
+  errno = 0;
+  CHECK(reallocarray(ra, SIZE_MAX / 2, 4) == NULL && errno == ENOMEM);
+  free(ra);
+  void* rn = realloc(NULL, 33);
+  CHECK(rn && ours(rn));
+  free(rn);
+
+  errno = 0;
+  CHECK(malloc(SIZE_MAX - 4096) == NULL && errno == ENOMEM);
+
+  /* Alignment calls. */
+  for (size_t al = sizeof(void*); al <= ((size_t)1 << 20); al *= 2) {
+    void* p = NULL;
+    CHECK_EQ_U(posix_memalign(&p, al, 100), 0);
+    CHECK(p && aligned(p, al) && malloc_usable_size(p) >= 100);
+    free(p);
+    p = aligned_alloc(al, al * 2);
+    CHECK(p && aligned(p, al));
+    free(p);
+    p = memalign(al, 3);
+    CHECK(p && aligned(p, al));
+    free(p);
+  }
+  void* bad = (void*)1;
+  CHECK_EQ_U(posix_memalign(&bad, 24, 10), EINVAL);
+  CHECK(bad == (void*)1);
+  CHECK_EQ_U(posix_memalign(&bad, 4, 10), EINVAL);
+  void* m = memalign(24, 10); /* glibc rounds the alignment up to 32 */
+  CHECK(m && aligned(m, 32));
+  free(m);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  void* v = valloc(10);
+  CHECK(v && aligned(v, page));
+  free(v);
+  void* pv = pvalloc(page + 1);
+  CHECK(pv && aligned(pv, page) && malloc_usable_size(pv) >= 2 * page);
+  free(pv);
+
+  /* glibc's extra entry points give harmless answers. */
+  CHECK(mallopt(M_ARENA_MAX, 1) == 1);
+  void* live = malloc(1000);
+  struct mallinfo2 mi = mallinfo2();
+  CHECK(mi.arena > 0 && mi.uordblks >= 1000);
+  free(live);
+  CHECK(malloc_trim(0) == 0);
+  CHECK_EQ_U(malloc_usable_size(NULL), 0);
+  free(NULL);
+}
+
+static void test_foreign(void) {
+  tslab_malloc_stats_t before, after;
+  SYM(tslab_malloc_stats)(&before);
+
+  /* The C library's own allocator, reached past the interposition. */
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  REQUIRE(libc != NULL);
+  void* (*libc_malloc)(size_t) = (void* (*)(size_t))dlsym(libc, "malloc");
+  REQUIRE(libc_malloc != NULL && libc_malloc != (void*)malloc);
+  unsigned char* g = libc_malloc(200);
+  REQUIRE(g != NULL);
+  CHECK(!ours(g));
+  fill(g, 200, 3);
+  CHECK_EQ_U(malloc_usable_size(g), 0);
+  unsigned char* moved = realloc(g, 5000);
+  CHECK(moved && moved != g && ours(moved) && filled(moved, 200, 3));
+  free(moved);
+  unsigned char* g2 = libc_malloc(64);
+  free(g2); /* left to its allocator: no crash */
+  dlclose(libc);
+
+  /* Static and stack memory. */
+  static unsigned char area[256];
+  unsigned char stack[64];
+  free(area + 16);
+  free(stack);
+  CHECK_EQ_U(malloc_usable_size(area), 0);
+
+  /* A foreign block at the very end of a mapping, realloc'd larger than what
+   * can be read: the readable part is copied, nothing faults. */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char* map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(map != MAP_FAILED);
+  munmap(map + page, page);
+  unsigned char* tail = map + page - 100;
+  fill(tail, 100, 9);
+  unsigned char* grown = realloc(tail, 10000);
+  CHECK(grown && filled(grown, 100, 9));
+  free(grown);
+  munmap(map, page);
+
+  /* A double free of our own block is refused and leaves the allocator
+   * consistent. */
+  void* twice = malloc(48);
+  free(twice);
+  free(twice);
+  DROPIN_CHECK_CONSISTENT();
+
+  SYM(tslab_malloc_stats)(&after);
+  CHECK_EQ_U(after.foreign_frees - before.foreign_frees, 4);   /* g2, area, stack, twice */
+  CHECK_EQ_U(after.foreign_reallocs - before.foreign_reallocs, 2);
+  CHECK_EQ_U(after.foreign_usable_size - before.foreign_usable_size, 2);
+}
+
+int main(void) {
+  REQUIRE(SYM(tslab_malloc_instance)() != NULL);
+  test_family();
+  test_foreign();
+  DROPIN_CHECK_CONSISTENT();
+  TEST_DONE();
+}
