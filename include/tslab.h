@@ -132,10 +132,10 @@ typedef struct tslab_config {
   size_t pool_resident_max;     /* hot reserve of the instance: empty slab bytes its shared pool
                                    keeps resident for any epoch; default 1 MiB */
   size_t thread_reserve_max;    /* hot reserve of each thread cache: drained block bytes it keeps
-                                   for its own next epochs (a multiple of 64 KiB counts); default
+                                   for its own next epochs (a multiple of 16 KiB counts); default
                                    256 KiB. The whole reserve is at most pool_resident_max +
                                    threads x thread_reserve_max. */
-  size_t block_budget;          /* bytes each thread may bump-allocate per epoch in 64 KiB blocks
+  size_t block_budget;          /* bytes each thread may bump-allocate per epoch in 16 KiB blocks
                                    of mixed sizes before the epoch continues in class slabs
                                    (blocks make an epoch's first allocations cost no slab per
                                    size class); default 1 MiB; 0 turns blocks off. The

@@ -72,7 +72,7 @@ TSLAB_API int tslab_malloc_domain_enter(tslab_domain_t* d);
 TSLAB_API int tslab_malloc_domain_exit(tslab_domain_t* d);
 
 /* What the drop-in counts beside the instance's own statistics. */
-typedef struct tslab_malloc_stats {
+typedef struct {
   /* Pointers passed to free, realloc or malloc_usable_size that are not live
    * allocations of the instance nor bootstrap blocks: memory of another
    * allocator or of the dynamic loader, or invalid (double) frees. They are

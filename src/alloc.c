@@ -314,7 +314,10 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   bool notify;
   if (!tslab_run_free_nonowner(a, &v, idx, &notify)) return false;
   count_nonowner_free(a, tc, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross);
-  if (notify && owner) tslab_tcache_notify(owner, s);
+  if (owner) {
+    if (v.kind == TSLAB_RUN_BLOCK) atomic_fetch_add_explicit(&owner->block_remote, 1, memory_order_release);
+    if (notify) tslab_tcache_notify(owner, s);
+  }
   return true;
 }
 

@@ -1,6 +1,6 @@
-/* Blocks: 64 KiB of mixed-size objects of one era, filled by bumping a
- * pointer (docs/ARCHITECTURE.md 3.4), and the per-thread hot reserve of
- * drained blocks (section 5).
+/* Blocks: a granule (16 KiB) of mixed-size objects of one era, filled by
+ * bumping a pointer (docs/ARCHITECTURE.md 3.4), and the per-thread hot
+ * reserve of drained blocks (section 5).
  *
  * A block is a run whose slots are 16-byte units. Each object has its alloc
  * bit at its first unit, so the slab free path, double-free detection and
@@ -151,6 +151,49 @@ TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t un
       bytes += tslab_block_object_size(&v, (w << 6) + (uint32_t)__builtin_ctzll(al));
   }
   return bytes;
+}
+
+/* Release [from, to) of a trimmed block, counted like the heap's releases. */
+static size_t trim_range(tslab_t* a, uint8_t* from, uint8_t* to) {
+  if (to <= from) return 0;
+  size_t bytes = (size_t)(to - from);
+  if (!tslab_os_release(from, bytes)) {
+    atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
+    return 0;
+  }
+  atomic_fetch_add_explicit(&a->release_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&a->release_bytes, bytes, memory_order_relaxed);
+  return bytes;
+}
+
+/* A block detached with live objects keeps only the pages they touch: the
+ * rest, resident from this use of the block or an earlier one, goes back to
+ * the OS, so an object that outlives its epoch pins a page or two, not the
+ * block (3.4). The closer calls this before it adds the block's live count,
+ * so no free can retire the block meanwhile. A concurrent free only clears
+ * bits (the allocator never writes into an object), so reading an alloc bit
+ * that is being cleared at worst keeps a page that is no longer needed. The
+ * heap's resident estimate keeps counting the block whole until it is
+ * released as a run. */
+TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
+  size_t page = tslab_os_page_size();
+  if (page >= TSLAB_BLOCK_BYTES) return 0;
+  uint8_t* start = b->start;
+  uint8_t* kept = start; /* pages below are kept or released already */
+  size_t released = 0;
+  tslab_run_view_t v = {.starts = b->starts};
+  for (uint32_t w = 0; w < TSLAB_BLOCK_WORDS; w++) {
+    for (uint64_t al = atomic_load_explicit(&b->bits[2 * w], memory_order_acquire); al; al &= al - 1) {
+      uint32_t unit = (w << 6) + (uint32_t)__builtin_ctzll(al);
+      uint8_t* lo = start + ((size_t)unit << TSLAB_UNIT_SHIFT);
+      uint8_t* hi = lo + tslab_block_object_size(&v, unit);
+      lo = (uint8_t*)((uintptr_t)lo & ~(uintptr_t)(page - 1));
+      hi = (uint8_t*)(((uintptr_t)hi + page - 1) & ~(uintptr_t)(page - 1));
+      if (lo > kept) released += trim_range(a, kept, lo);
+      if (hi > kept) kept = hi;
+    }
+  }
+  return released + trim_range(a, kept, start + TSLAB_BLOCK_BYTES);
 }
 
 /* A drained block goes to its cache's hot reserve when there is room: the

@@ -193,11 +193,12 @@ static uint64_t end_run(tslab_t* a, tslab_run_t* s, uint64_t* frees, uint64_t* b
  * with free_all they are ended first. Runs that are (or end) empty, and
  * drained blocks, are given back: a drained block of the closer's own cache
  * becomes its hot block, the rest goes to the heap in one batch. */
-static void settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t* detached,
-                            tslab_run_t* drained, bool free_all) {
+static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t* detached,
+                              tslab_run_t* drained, bool free_all) {
   tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   tslab_run_t* empty = NULL;
   uint64_t ended = 0, frees = 0, bytes = 0;
+  size_t trimmed = 0;
   while (detached) {
     tslab_run_t* s = detached;
     detached = s->bin_next;
@@ -222,10 +223,12 @@ static void settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_
       es->detached = s;
       s->in_era_list = 1;
       tslab_spin_unlock(&es->mu);
-      /* A detached block holding objects counts as the era's run (7.5). */
+      /* A detached block holding objects counts as the era's run (7.5),
+       * and keeps only the pages its objects touch (3.4). */
       if (block) {
         atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&es->slab_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
+        trimmed += tslab_block_trim(a, s);
       }
       empty_now = tslab_run_live_add(s, delta);
       if (!empty_now) continue;
@@ -253,6 +256,8 @@ static void settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_
   }
   tslab_runs_retire(a, empty);
   if (free_all) count_ended(a, es, ended, frees, bytes);
+  if (trimmed) atomic_fetch_add_explicit(&es->released_bytes, trimmed, memory_order_relaxed);
+  return trimmed;
 }
 
 /* Free-all: end every object of the era's runs detached by earlier closes,
@@ -321,6 +326,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
                                 atomic_load_explicit(&user->slots[e & a->ring_mask].classes[1], memory_order_relaxed));
   bool timed = free_all || forced || was_closed || !sole || !blocks_only;
   uint64_t t0 = timed ? tslab_now_ns() : 0;
+  size_t trimmed = 0;
   if (!was_closed) {
     tslab_run_t *detached = NULL, *drained = NULL;
     tslab_fold_t sum = {0};
@@ -337,7 +343,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     atomic_store_explicit(&es->f_alloc_bytes, atomic_load_explicit(&es->f_alloc_bytes, memory_order_relaxed) + sum.alloc_bytes, memory_order_relaxed);
     atomic_store_explicit(&es->f_free_bytes, atomic_load_explicit(&es->f_free_bytes, memory_order_relaxed) + sum.free_bytes, memory_order_relaxed);
     atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
-    settle_detached(a, e, me, detached, drained, free_all);
+    trimmed = settle_detached(a, e, me, detached, drained, free_all);
     if (me)
       tslab_bump(&me->epochs_closed, 1);
     else
@@ -358,12 +364,15 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   }
   uint64_t released = atomic_load_explicit(&es->released_bytes, memory_order_relaxed) - released0;
   if (released) {
-    /* RSS is read only when the close returned memory: a close within the
-     * reserve makes no system call (7.3 step 6). */
-    uint64_t rss = tslab_process_rss();
     TSLAB_RSTORE(es->released_at_close, es->released_at_close + released);
-    TSLAB_RSTORE(es->rss_after_close, rss);
-    TSLAB_RSTORE(es->rss_before_close, rss + released);
+    /* RSS is read only when the close returned runs: a close within the
+     * reserve makes no system call (7.3 step 6), and one that only trimmed
+     * blocks kept by live objects makes just those. */
+    if (released > trimmed) {
+      uint64_t rss = tslab_process_rss();
+      TSLAB_RSTORE(es->rss_after_close, rss);
+      TSLAB_RSTORE(es->rss_before_close, rss + released);
+    }
   }
   if (timed) TSLAB_RSTORE(es->close_ns, tslab_now_ns() - t0);
   atomic_store_explicit(word, TSLAB_STATE(e, TSLAB_EPOCH_CLOSED), memory_order_release);

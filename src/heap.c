@@ -51,14 +51,16 @@ typedef uint64_t __attribute__((may_alias)) tslab_alias_word_t;
  * descriptor through a pointer they read before (and then discard what they
  * read, docs/ARCHITECTURE.md section 9): those fields are cleared with
  * atomic stores. `seq` keeps counting across incarnations (G2). The
- * descriptor's bitmaps and generations stay attached: the formatter reuses or
- * swaps them. */
-static void desc_clear(tslab_run_t* r) {
+ * descriptor's bitmaps stay attached (the formatter reuses or swaps them);
+ * its per-slot generations go back to the free lists: a new incarnation
+ * starts them from the granule's generation base when it first makes a
+ * handle, with its own capacity (heap mutex held). */
+static void desc_clear(tslab_heap_t* h, tslab_run_t* r) {
   _Atomic uint64_t* bits = r->bits;
   _Atomic uint64_t* starts = r->starts;
   _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_relaxed);
+  if (gens) push_block(&h->free_gens[(r->gens_cap + 63) / 64], (void*)gens);
   uint16_t cap = r->bits_cap;
-  uint32_t gens_cap = r->gens_cap;
   /* Word by word, atomically: readers that hold a stale pointer to the
    * descriptor read it with atomic loads (statistics, validated views). The
    * word holding `seq` is skipped, so `seq` never reads as an old even value
@@ -71,8 +73,6 @@ static void desc_clear(tslab_run_t* r) {
   TSLAB_RSTORE(r->bits, bits);
   TSLAB_RSTORE(r->starts, starts);
   r->bits_cap = cap;
-  r->gens_cap = gens_cap;
-  atomic_store_explicit(&r->gens, gens, memory_order_relaxed);
 }
 
 _Static_assert(sizeof(tslab_run_t) % sizeof(uint64_t) == 0 && _Alignof(tslab_run_t) >= sizeof(uint64_t) &&
@@ -129,7 +129,7 @@ static tslab_run_t* desc_new(tslab_t* a, const tslab_tcache_t* self) {
   tslab_run_t* r = (tslab_run_t*)pop_block((void**)&h->free_descs);
   if (!r) r = (tslab_run_t*)meta_alloc(a, sizeof(tslab_run_t));
   if (!r) return NULL;
-  desc_clear(r);
+  desc_clear(h, r);
   return r;
 }
 
@@ -525,7 +525,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     tslab_run_seq_begin(r);
     uint8_t* start = r->start;
     uint32_t granules = r->granules;
-    desc_clear(r);
+    desc_clear(&a->heap, r);
     TSLAB_RSTORE(r->start, start);
     TSLAB_RSTORE(r->granules, granules);
     atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);

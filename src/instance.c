@@ -82,8 +82,8 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   }
   a->ngranules = a->reserve >> TSLAB_GRANULE_SHIFT;
   a->map_bytes = a->ngranules * sizeof(a->map[0]);
-  /* Descriptors are about 200 bytes per run, bitmaps at most 1.5 KiB per
-   * 64 KiB block. */
+  /* Descriptors are about 200 bytes per run, bitmaps at most about 400
+   * bytes per 16 KiB block or slab. */
   a->meta_reserve = (a->ngranules * 1024 + TSLAB_COMMIT_STEP - 1) & ~(TSLAB_COMMIT_STEP - 1);
   a->meta = a->base ? (uint8_t*)tslab_os_reserve(a->meta_reserve) : NULL;
   a->map = a->meta ? (_Atomic(tslab_run_t*)*)tslab_os_map(a->map_bytes) : NULL;

@@ -52,16 +52,17 @@
 #define TSLAB_RING_MAX 256u
 #define TSLAB_MAX_ALIGNMENT ((size_t)1 << 20)
 
-/* Blocks (docs/ARCHITECTURE.md 3.4): 64 KiB of mixed-size objects of one
- * era, in 16-byte units. */
-#define TSLAB_BLOCK_GRANULES 4u
+/* Blocks (docs/ARCHITECTURE.md 3.4): one granule of mixed-size objects of
+ * one era, in 16-byte units. */
+#define TSLAB_BLOCK_GRANULES 1u
 #define TSLAB_BLOCK_BYTES ((size_t)TSLAB_BLOCK_GRANULES << TSLAB_GRANULE_SHIFT)
 #define TSLAB_UNIT_SHIFT 4
 #define TSLAB_BLOCK_UNITS ((uint32_t)(TSLAB_BLOCK_BYTES >> TSLAB_UNIT_SHIFT))
 #define TSLAB_BLOCK_WORDS (TSLAB_BLOCK_UNITS / 64u)
-#define TSLAB_BLOCK_OBJ_MAX ((size_t)16 << 10) /* larger objects go to slabs and spans */
-/* A run's bitmap words, at most (a block's; a slab has at most 32). */
-#define TSLAB_MAX_WORDS TSLAB_BLOCK_WORDS
+#define TSLAB_BLOCK_OBJ_MAX ((size_t)4 << 10) /* larger objects go to slabs and spans */
+/* A run's bitmap words, at most: a slab's or a block's. */
+#define TSLAB_SLAB_MAX_WORDS (TSLAB_MAX_SLOTS / 64u)
+#define TSLAB_MAX_WORDS (TSLAB_SLAB_MAX_WORDS > TSLAB_BLOCK_WORDS ? TSLAB_SLAB_MAX_WORDS : TSLAB_BLOCK_WORDS)
 /* Handles: slot (unit) index bits. */
 #define TSLAB_HANDLE_SLOT_BITS 12
 
@@ -274,6 +275,7 @@ typedef struct tslab_slot_cache {
   _Atomic uint64_t bbytes_alloc, bbytes_free;
   uint64_t base_bfrees, base_bxfrees, base_ballocs, base_bslow, base_bbytes_alloc, base_bbytes_free;
   _Atomic uint64_t seq;       /* like a bin's */
+  uint64_t remote_seen;       /* owner: the cache's block_remote when `full` was last collected */
   bool ever;                  /* counted for some era: statistics read it */
 } __attribute__((aligned(64))) tslab_slot_cache_t;
 
@@ -294,7 +296,10 @@ struct tslab_tcache {
   pthread_mutex_t mu;         /* notify list, detach, folds (and their stat_seq) */
   tslab_run_t* notify_head;   /* mu */
   _Atomic uint32_t notify_pending;
-  _Atomic(tslab_tcache_t*) reg_next; /* registry: append-only, walked lock-free */
+  /* Remote frees into this cache's blocks (non-owners add, relaxed): the
+   * owner collects its stopped blocks only when it moved (3.4). */
+  _Atomic uint64_t block_remote __attribute__((aligned(64)));
+  _Atomic(tslab_tcache_t*) reg_next __attribute__((aligned(64))); /* registry: append-only, walked lock-free */
   tslab_tcache_t* abandoned_next;    /* registry mutex */
   size_t bytes;               /* size of this mapping */
   /* Hot reserve (section 5): one drained block and a stack of spares. The
@@ -526,6 +531,7 @@ TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes);
 TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t* bytes, size_t align, void** mapping, size_t* mapping_bytes);
 TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
 TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
+TSLAB_INTERNAL size_t tslab_os_page_size(void);
 TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes);
 TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes);
 TSLAB_INTERNAL void* tslab_os_map(size_t bytes); /* readable zeroed memory */
@@ -703,6 +709,9 @@ TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc
 TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc);
 /* Bytes of the block's live objects, among its first `units` units. */
 TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t units);
+/* Give back the pages of a block detached with live objects that none of
+ * them touches; the bytes released (3.4). */
+TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b);
 
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);

@@ -95,6 +95,17 @@ TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes) {
   return mprotect(p, bytes, PROT_READ | PROT_WRITE) == 0;
 }
 
+TSLAB_INTERNAL size_t tslab_os_page_size(void) {
+  static _Atomic size_t page;
+  size_t p = atomic_load_explicit(&page, memory_order_relaxed);
+  if (!p) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (size_t)v : 4096;
+    atomic_store_explicit(&page, p, memory_order_relaxed);
+  }
+  return p;
+}
+
 TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes) {
   if (fault_fires(TSLAB_FAULT_RELEASE)) return false;
   return madvise(p, bytes, MADV_DONTNEED) == 0;

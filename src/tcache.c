@@ -468,12 +468,22 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   tslab_bump(&sc->bslow, 1);
+  tslab_run_t* stopped = sc->blk;
   slot_stop_block(sc);
-  /* A stopped block whose objects were all freed already goes back now. */
-  for (tslab_run_t *b = sc->full, *next; b; b = next) {
-    next = b->bin_next;
-    tslab_slab_collect(a, b);
-    if (tslab_slab_used(b) == 0) slot_drop_block(a, tc, sc, b);
+  /* Stopped blocks drained by local frees went back as they drained; the
+   * one stopping now may be drained already. Remote frees are collected
+   * only when some came in since the last look: walking every stopped
+   * block at every refill would make a big epoch quadratic. */
+  uint64_t remote = atomic_load_explicit(&tc->block_remote, memory_order_acquire);
+  if (remote != sc->remote_seen) {
+    sc->remote_seen = remote;
+    for (tslab_run_t *b = sc->full, *next; b; b = next) {
+      next = b->bin_next;
+      tslab_slab_collect(a, b);
+      if (tslab_slab_used(b) == 0) slot_drop_block(a, tc, sc, b);
+    }
+  } else if (stopped && tslab_slab_used(stopped) == 0) {
+    slot_drop_block(a, tc, sc, stopped);
   }
   tslab_run_t* b = tslab_block_take(a, tc, era);
   if (sampled) tslab_sample_end(a, wall, cpu);

@@ -198,6 +198,51 @@ static void test_bad_input(void) {
   tslab_destroy(b);
 }
 
+/* The class that serves `size`: the smallest whose objects hold it. */
+static void class_for(tslab_t* a, uint32_t size, tslab_stats_class_t* out) {
+  for (uint32_t c = 0; c < tslab_class_count(a); c++) {
+    REQUIRE(tslab_stats_class(a, c, out) == TSLAB_OK);
+    if (out->object_size >= size) return;
+  }
+  REQUIRE(!"no class holds the size");
+}
+
+/* A slab that made handles, emptied and was formatted again for a class
+ * with more slots: the new incarnation's slot generations cover its own
+ * capacity, so its frees leave other slabs' handles alone. */
+static void test_handles_across_reuse(void) {
+  tslab_t* a = make((size_t)256 << 20);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  enum { BIG = 2048, SMALL = 16, MAXC = 64 };
+  tslab_stats_class_t big, small;
+  class_for(a, BIG, &big);
+  class_for(a, SMALL, &small);
+  REQUIRE(big.slab_bytes == small.slab_bytes && big.object_size * 2 <= big.slab_bytes);
+  uint32_t cap = big.slab_bytes / big.object_size;
+  REQUIRE(cap <= MAXC);
+  /* Two slabs of the big class, every object with a handle. */
+  void* p[2][MAXC];
+  tslab_handle_t h[2][MAXC];
+  for (int s = 0; s < 2; s++)
+    for (uint32_t i = 0; i < cap; i++) REQUIRE((p[s][i] = tslab_alloc_handle(a, BIG, e, &h[s][i])) != NULL);
+  /* The first empties and goes back to the heap. */
+  for (uint32_t i = 0; i < cap; i++) CHECK(tslab_free_handle(a, h[0][i]));
+  /* Small objects with handles take its memory again, and are freed. */
+  enum { N = 4096 };
+  static void* q[N];
+  static tslab_handle_t hq[N];
+  for (int i = 0; i < N; i++) REQUIRE((q[i] = tslab_alloc_handle(a, SMALL, e, &hq[i])) != NULL);
+  for (int i = 0; i < N; i++) CHECK(tslab_handle_get(a, hq[i]) == q[i]);
+  for (int i = 0; i < N; i++) CHECK(tslab_free_handle(a, hq[i]));
+  /* The second big slab's handles are untouched. */
+  size_t good = 0;
+  for (uint32_t i = 0; i < cap; i++) good += tslab_handle_get(a, h[1][i]) == p[1][i];
+  CHECK_EQ_U(good, cap);
+  for (uint32_t i = 0; i < cap; i++) CHECK(tslab_free_handle(a, h[1][i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 static void test_config(void) {
   tslab_config_t c;
   tslab_config_init(&c);
@@ -227,6 +272,7 @@ int main(void) {
   test_sizes();
   test_calloc_realloc_aligned();
   test_bad_input();
+  test_handles_across_reuse();
   test_config();
   TEST_DONE();
 }

@@ -155,6 +155,47 @@ static void test_release_by_last_free(void) {
   tslab_destroy(a);
 }
 
+/* ---- an object that outlives its epoch pins a page, not its block ---- */
+
+static void test_outliving_object_pins_a_page(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  tslab_stats_global_t g0;
+  REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+  /* Ten blocks of 256-byte objects, all written; one object per block
+   * (its first) outlives the epoch. */
+  enum { N = 640, SIZE = 256, PER_BLOCK = 64 };
+  static void* objs[N];
+  for (int i = 0; i < N; i++) {
+    REQUIRE((objs[i] = tslab_alloc(a, SIZE, e)) != NULL);
+    memset(objs[i], i & 0xff, SIZE);
+  }
+  for (int i = 0; i < N; i++)
+    if (i % PER_BLOCK) CHECK(tslab_free(a, objs[i]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  /* Only the pages of the ten live objects stay resident. */
+  CHECK(resident_pages(objs, N, SIZE) <= N / PER_BLOCK);
+  tslab_stats_epoch_t es;
+  REQUIRE(tslab_stats_epoch(a, e, &es) == TSLAB_OK);
+  CHECK_EQ_U(es.live_objects, N / PER_BLOCK);
+  CHECK(es.released_at_close_bytes >= (uint64_t)(N / PER_BLOCK) * (PER_BLOCK * SIZE - page));
+  tslab_stats_global_t g;
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  CHECK(g.release_calls_total > g0.release_calls_total);
+  /* They are intact, and their frees give the blocks back. */
+  for (int i = 0; i < N; i += PER_BLOCK) {
+    unsigned char* p = objs[i];
+    CHECK(p[0] == (i & 0xff) && p[SIZE - 1] == (i & 0xff));
+    CHECK_EQ_U(tslab_usable_size(a, p), SIZE);
+    CHECK(tslab_free(a, p));
+  }
+  REQUIRE(tslab_stats_epoch(a, e, &es) == TSLAB_OK);
+  CHECK_EQ_U(es.live_objects, 0);
+  CHECK_EQ_U(es.slabs, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* ---- recycling without close; the eager policy ---- */
 
 static void test_recycling(void) {
@@ -304,6 +345,7 @@ int main(void) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   test_idle_thread_close();
   test_release_by_last_free();
+  test_outliving_object_pins_a_page();
   test_recycling();
   test_phase_burst();
   test_reserve_bound();
