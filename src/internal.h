@@ -161,6 +161,10 @@ struct tslab_run {
   uint32_t gens_cap;          /* slots of the attached generation array */
   _Atomic uint32_t mode;
   _Atomic uint32_t notify;
+  /* Set by a remote free after its bit (release), cleared by the owner's
+   * collection before it reads the remote words: the owner skips runs no
+   * remote free touched since it last looked. */
+  _Atomic uint32_t remote_hint;
   uint32_t hint;              /* owner only: slabs: where the next word scan starts;
                                  blocks: objects allocated, once bumping stopped */
   uint32_t bumped;            /* blocks: units handed out, once bumping stopped */

@@ -1,10 +1,11 @@
 /* The size-class table: every 8 bytes up to 64, then eight classes per power
  * of two up to 32 KiB, so that a request of 64 bytes or more wastes less than
  * 12.5% to rounding. Each class gets the smallest slab that holds at least
- * eight objects (four above 4 KiB) and loses at most an eighth of itself to
- * its tail: small slabs keep one long-lived object from pinning much, and a
- * short epoch that uses a big class once from holding much; eight objects
- * keep the descriptor's share of a slab small. */
+ * 32 objects (8 above 4 KiB), up to 16 granules, and loses at most an eighth
+ * of itself to its tail: a slab with few objects empties its bin's set-aside
+ * word after a few allocations and sends the bin to its refill path (mixed
+ * sizes spent a quarter of their allocations there with eight objects per
+ * slab), while small slabs keep one long-lived object from pinning much. */
 #include "internal.h"
 
 TSLAB_INTERNAL tslab_class_info_t tslab_classes[TSLAB_CLASSES];
@@ -24,7 +25,7 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     for (; g < TSLAB_SLAB_MAX_GRANULES; g *= 2) {
       size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;
       size_t n = bytes / ci->size;
-      size_t min_objects = ci->size > 4096 ? 4 : 8;
+      size_t min_objects = ci->size > 4096 ? 8 : 32;
       if (n >= min_objects && (bytes - n * ci->size) * 8 <= bytes) break;
     }
     size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;

@@ -96,6 +96,12 @@ static void bump_gens(tslab_run_t* s, uint32_t w, uint64_t bits) {
 }
 
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_t* a, tslab_run_t* s) {
+  /* Only after a remote free since the last look. The clear is an
+   * exchange: a hint set after it stays set for the next look, whatever
+   * this pass reads of the words. */
+  if (!atomic_load_explicit(&s->remote_hint, memory_order_relaxed) ||
+      !atomic_exchange_explicit(&s->remote_hint, 0, memory_order_acquire))
+    return 0;
   uint32_t n = 0, invalid = 0;
   for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
     if (!atomic_load_explicit(&s->bits[2 * w + 1], memory_order_relaxed)) continue;
@@ -163,6 +169,7 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* 
       return detached_free(a, s, idx);
     return true;
   }
+  atomic_store_explicit(&s->remote_hint, 1, memory_order_release);
   *notify = atomic_load_explicit(&s->notify, memory_order_seq_cst) == TSLAB_NOTIFY_ARMED;
   return true;
 }

@@ -522,8 +522,8 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
 
 /* Owner, in its busy window: handle the slabs remote freers queued. Slabs of
  * eras that are closing are left to the closer. */
-static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
-  if (!atomic_load_explicit(&tc->notify_pending, memory_order_acquire)) return;
+static bool drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
+  if (!atomic_load_explicit(&tc->notify_pending, memory_order_acquire)) return false;
   pthread_mutex_lock(&tc->mu);
   tslab_run_t* list = tc->notify_head;
   tc->notify_head = NULL;
@@ -539,6 +539,7 @@ static void drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
     tslab_slab_collect(a, s);
     tslab_tcache_settle(a, tc, s);
   }
+  return true;
 }
 
 /* Owner: a slab that is not current is full; park it armed for notification. */
@@ -587,8 +588,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
-  drain_notifications(a, tc);
-  if (bin->cur && take_word(bin)) goto done;
+  if (drain_notifications(a, tc) && bin->cur && take_word(bin)) goto done;
   while (bin->ready) {
     /* A ready slab that turns out full is parked by the next make_current;
      * arming puts it straight back on the ready list if frees raced in. */

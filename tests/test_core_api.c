@@ -213,7 +213,7 @@ static void class_for(tslab_t* a, uint32_t size, tslab_stats_class_t* out) {
 static void test_handles_across_reuse(void) {
   tslab_t* a = make((size_t)256 << 20);
   tslab_epoch_t e = tslab_epoch_current(a);
-  enum { BIG = 2048, SMALL = 16, MAXC = 64 };
+  enum { BIG = 512, SMALL = 16, MAXC = 64 };
   tslab_stats_class_t big, small;
   class_for(a, BIG, &big);
   class_for(a, SMALL, &small);
