@@ -403,9 +403,9 @@ typedef struct {
   uint64_t rss_after_close_bytes;
   uint64_t released_at_close_bytes;/* bytes returned to the OS by the close */
   uint64_t released_total_bytes;   /* at close and by later frees */
-  uint64_t close_ns;               /* duration of its close; 0 for the close of a
-                                      request-sized epoch (blocks of the closing
-                                      thread only, nothing released), which is not
+  uint64_t close_ns;               /* duration of its close; 0 for the close or
+                                      free-all of a request-sized epoch (blocks of
+                                      the closing thread only), which is not
                                       timed: two clock reads would cost more */
   bool forced_close;
 } tslab_stats_epoch_t;

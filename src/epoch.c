@@ -317,14 +317,14 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   }
   tslab_tcache_t* me = tslab_tcache_find(a);
   uint64_t released0 = atomic_load_explicit(&es->released_bytes, memory_order_relaxed);
-  /* The close of a request-sized epoch (only the caller's cache held it, in
-   * blocks only) is not timed: reading the clock twice would cost more than
+  /* The close or free-all of a request-sized epoch (only the caller's cache
+   * held it, in blocks only) is not timed: reading the clock twice would cost more than
    * the close (7.3 step 6). Every other close is. */
   tslab_tcache_t* user = atomic_load_explicit(&es->user, memory_order_seq_cst);
   bool sole = !atomic_load_explicit(&es->multi, memory_order_seq_cst) && (!user || user == me);
   bool blocks_only = !user || !(atomic_load_explicit(&user->slots[e & a->ring_mask].classes[0], memory_order_relaxed) |
                                 atomic_load_explicit(&user->slots[e & a->ring_mask].classes[1], memory_order_relaxed));
-  bool timed = free_all || forced || was_closed || !sole || !blocks_only;
+  bool timed = forced || was_closed || !sole || !blocks_only;
   uint64_t t0 = timed ? tslab_now_ns() : 0;
   size_t trimmed = 0;
   if (!was_closed) {

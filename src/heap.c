@@ -658,7 +658,7 @@ TSLAB_INTERNAL void tslab_heap_span_link(tslab_t* a, tslab_run_t* r, uint32_t sl
   r->era_prev = NULL;
   r->era_next = a->heap.spans[slot];
   if (r->era_next) r->era_next->era_prev = r;
-  a->heap.spans[slot] = r;
+  __atomic_store_n(&a->heap.spans[slot], r, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&a->heap.mu);
 }
 
@@ -667,7 +667,7 @@ TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t 
   if (r->era_prev)
     r->era_prev->era_next = r->era_next;
   else if (a->heap.spans[slot] == r)
-    a->heap.spans[slot] = r->era_next;
+    __atomic_store_n(&a->heap.spans[slot], r->era_next, __ATOMIC_RELEASE);
   if (r->era_next) r->era_next->era_prev = r->era_prev;
   r->era_next = r->era_prev = NULL;
   pthread_mutex_unlock(&a->heap.mu);

@@ -204,9 +204,15 @@ TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s) {
 TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* remote_frees) {
   uint64_t killed = 0, frees = 0, invalid = 0;
   /* A block's objects lie in its bumped prefix. */
+  bool slab = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB;
   for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
+    uint64_t pad = slab ? padding(s, w) : 0;
+    /* A word with no object: a remote bit there would have no alloc bit
+     * (its freer finds DETACHED and fails), so it needs no exchange. */
+    if (atomic_load_explicit(&s->bits[2 * w], memory_order_seq_cst) == pad &&
+        !atomic_load_explicit(&s->bits[2 * w + 1], memory_order_seq_cst))
+      continue;
     uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
-    uint64_t pad = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB ? padding(s, w) : 0;
     uint64_t old = atomic_exchange_explicit(&s->bits[2 * w], pad, memory_order_acq_rel) & ~pad;
     /* A remote bit taken here is a free that completed before the end:
      * counted as a free, not as an object ended. */
