@@ -390,10 +390,10 @@ static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_
   if (atomic_load_explicit(&sc->classes[bin->cls >> 6], memory_order_relaxed) & bit) return;
   uint64_t al, fr;
   tslab_bin_read(bin, &al, &fr);
-  bin->base_allocs = al;
-  bin->base_frees = fr;
-  bin->base_xfrees = atomic_load_explicit(&bin->xfrees, memory_order_relaxed);
-  bin->base_slow = atomic_load_explicit(&bin->slow, memory_order_relaxed);
+  TSLAB_RSTORE(bin->base_allocs, al);
+  TSLAB_RSTORE(bin->base_frees, fr);
+  TSLAB_RSTORE(bin->base_xfrees, atomic_load_explicit(&bin->xfrees, memory_order_relaxed));
+  TSLAB_RSTORE(bin->base_slow, atomic_load_explicit(&bin->slow, memory_order_relaxed));
   atomic_store_explicit(&sc->classes[bin->cls >> 6],
                         atomic_load_explicit(&sc->classes[bin->cls >> 6], memory_order_relaxed) | bit,
                         memory_order_release);
@@ -634,12 +634,13 @@ static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   uint64_t al, fr;
   tslab_bin_read(bin, &al, &fr);
   uint64_t size = tslab_classes[cls].size;
-  sum->allocs += al - bin->base_allocs;
-  sum->frees += fr - bin->base_frees;
-  sum->xfrees += atomic_load_explicit(&bin->xfrees, memory_order_relaxed) - bin->base_xfrees;
-  sum->slow += atomic_load_explicit(&bin->slow, memory_order_relaxed) - bin->base_slow;
-  sum->alloc_bytes += (al - bin->base_allocs) * size;
-  sum->free_bytes += (fr - bin->base_frees) * size;
+  uint64_t base_allocs = TSLAB_RLOAD(bin->base_allocs), base_frees = TSLAB_RLOAD(bin->base_frees);
+  sum->allocs += al - base_allocs;
+  sum->frees += fr - base_frees;
+  sum->xfrees += atomic_load_explicit(&bin->xfrees, memory_order_relaxed) - TSLAB_RLOAD(bin->base_xfrees);
+  sum->slow += atomic_load_explicit(&bin->slow, memory_order_relaxed) - TSLAB_RLOAD(bin->base_slow);
+  sum->alloc_bytes += (al - base_allocs) * size;
+  sum->free_bytes += (fr - base_frees) * size;
 }
 
 TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
