@@ -8,7 +8,10 @@
  * what vanished threads left half-done is finished or rolled back: closes in
  * progress are completed, eras being opened are marked closed, runs being
  * formatted or released go back to the heap, detached runs get their live
- * counts from their bits. The child passes tslab_check. */
+ * counts from their bits, and the runs of a cache whose thread was inside a
+ * window (the wait above timed out) get their `used` counts from their bits
+ * too, its bump rolled back to its last published top. The child passes
+ * tslab_check. */
 #include <sched.h>
 
 #include "internal.h"
@@ -23,12 +26,11 @@ static void lock_instance(tslab_t* a) {
   /* A thread still busy is either about to finish (a few instructions) or
    * blocked on one of the locks held here, at a point where its cache's
    * lists are consistent. Give the first kind a moment. */
-  int budget = 1000; /* yields for all caches together: fork stays fast */
+  uint64_t deadline = tslab_now_ns() + 20 * 1000 * 1000; /* for all caches together: fork stays fast */
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
-    while (budget > 0 && (atomic_load_explicit(&tc->busy, memory_order_acquire) & 1) && !tslab_tls_owns(tc)) {
+    while ((atomic_load_explicit(&tc->busy, memory_order_acquire) & 1) && !tslab_tls_owns(tc) &&
+           tslab_now_ns() < deadline)
       sched_yield();
-      budget--;
-    }
 }
 
 static void unlock_instance(tslab_t* a) {
@@ -54,12 +56,17 @@ static void parent(void) {
 static void repair(tslab_t* a) {
   atomic_store(&a->cacheless_busy, 0);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    tc->forked_busy = (atomic_load(&tc->busy) & 1) && !tslab_tls_owns(tc);
     tslab_tcache_end_sections(a, tc);
     if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);
   }
+  tslab_large_fork_repair(a);
   tslab_heap_fork_repair(a);
   tslab_epoch_fork_repair(a);
   tslab_runs_fork_repair(a);
+  /* A cache whose thread is gone gives its hot reserve back (section 5). */
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    if (!atomic_load(&tc->tid)) tslab_block_release_reserve(a, tc, false);
 }
 
 static void child(void) {

@@ -318,6 +318,9 @@ struct tslab_tcache {
   _Atomic uint64_t ever_classes[2];
   tslab_counts_t late[TSLAB_CLASSES + 1];
   _Atomic uint64_t epochs_opened, epochs_closed;
+  /* fork child only: the cache's thread was inside a window at the fork, so
+   * its runs' `used` counts are recomputed from their bitmaps (7.6). */
+  bool forked_busy;
   /* Counts at adoption: a thread's own counts start there (registry mutex). */
   tslab_stats_thread_t adopted;
   tslab_bin_t bins[];         /* ring_size * TSLAB_CLASSES */
@@ -761,6 +764,7 @@ TSLAB_INTERNAL void tslab_fork_init(void);
 TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a);
+TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
 

@@ -91,3 +91,46 @@ TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t
   }
   return n;
 }
+
+/* fork child: spans a vanished thread left half-made or half-freed (7.6).
+ * Called before the heap's repair, which gives runs that were being
+ * formatted back to the heap: the span lists let go of those first. */
+TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a) {
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    for (tslab_run_t *r = a->heap.spans[slot], *next; r; r = next) {
+      next = r->era_next;
+      if (atomic_load(&r->kind) != TSLAB_RUN_LARGE) tslab_heap_span_unlink(a, r, slot);
+    }
+  }
+  /* Freed spans not yet given back are finished after the walk: a release
+   * may merge runs the walk has yet to step over. */
+  uint64_t live = 0, bytes = 0;
+  tslab_run_t* freed = NULL;
+  for (size_t g = 0; g < a->heap.top;) {
+    tslab_run_t* r = atomic_load(&a->map[g]);
+    if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT) || r->granules == 0) break;
+    g += r->granules;
+    if (atomic_load(&r->kind) != TSLAB_RUN_LARGE) continue;
+    if (atomic_load(&r->large_state) == TSLAB_LARGE_LIVE) {
+      live++;
+      bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+    } else {
+      r->heap_next = freed;
+      freed = r;
+    }
+  }
+  while (freed) {
+    tslab_run_t* r = freed;
+    freed = r->heap_next;
+    /* Still listed: nothing of its free was done but the exchange. */
+    uint32_t slot = (uint32_t)(atomic_load(&r->era) & a->ring_mask);
+    if (r->era_prev || a->heap.spans[slot] == r)
+      span_retire(a, r, false);
+    else
+      tslab_heap_retire(a, r, false);
+  }
+  /* The instance's span counts agree with the spans (the vanished thread's
+   * own counts may have been half done). */
+  atomic_store(&a->large_frees, atomic_load(&a->large_allocs) - live);
+  atomic_store(&a->large_bytes_live, bytes);
+}

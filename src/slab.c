@@ -263,16 +263,103 @@ TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* 
  * bits (a vanished closer may not have added its delta, a vanished freer may
  * have left a remote bit), drained ones are retired, the others listed on
  * their era; class counts are recounted from the heap. */
+/* fork child: run s, attached to a cache whose thread was inside a window
+ * at the fork, may carry that thread's half-done fast path (a slot taken
+ * out of the mask but not yet marked, a bit cleared before `used` followed,
+ * a bump whose bits were set before `top` moved). That thread does not exist
+ * here, so nothing it was doing can be reached: roll it back and recount. */
+static void repair_attached(tslab_t* a, tslab_run_t* s, bool block) {
+  tslab_tcache_t* tc = atomic_load(&s->owner);
+  uint64_t era = atomic_load(&s->era);
+  tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+  uint32_t used = 0;
+  if (block && sc->blk == s) {
+    /* The bump state's top is the last object published: later bits go. */
+    uint32_t top = (uint32_t)((size_t)(sc->top - s->start) >> TSLAB_UNIT_SHIFT);
+    uint32_t objects = 0, live = 0;
+    for (uint32_t w = 0; w <= TSLAB_BLOCK_WORDS; w++) {
+      uint64_t keep_start = w < (top >> 6) ? ~0ull : w == (top >> 6) ? (2ull << (top & 63)) - 1 : 0;
+      uint64_t st = atomic_load(&s->starts[w]) & keep_start;
+      atomic_store(&s->starts[w], st);
+      objects += tslab_popcount(st);
+      if (w == TSLAB_BLOCK_WORDS) break;
+      uint64_t keep = w < (top >> 6) ? ~0ull : w == (top >> 6) ? (1ull << (top & 63)) - 1 : 0;
+      uint64_t al = atomic_load(&s->bits[2 * w]) & keep;
+      atomic_store(&s->bits[2 * w], al);
+      atomic_store(&s->bits[2 * w + 1], atomic_load(&s->bits[2 * w + 1]) & al);
+      live += tslab_popcount(al);
+    }
+    /* Biased while bumping (3.4): every unit, less the objects freed. */
+    used = TSLAB_BLOCK_UNITS - ((objects - 1) - live);
+  } else {
+    tslab_bin_t* bin = block ? NULL : s->bin;
+    for (uint32_t w = 0; w < s->words; w++) {
+      uint64_t al = atomic_load(&s->bits[2 * w]) & ~(block ? 0 : padding(s, w));
+      if (bin && bin->cur == s && bin->word == &s->bits[2 * w])
+        atomic_store(&bin->mask, atomic_load(&bin->mask) & ~atomic_load(&s->bits[2 * w]));
+      used += tslab_popcount(al);
+    }
+    if (bin && bin->cur == s) used += tslab_popcount(atomic_load(&bin->mask));
+  }
+  atomic_store(&s->usage, (atomic_load(&s->usage) & ~TSLAB_USED_MASK) | used);
+}
+
+/* fork child: whether attached block s is still its owner's bumping block
+ * or on its slot's full list. */
+static bool block_held(tslab_t* a, tslab_run_t* s) {
+  tslab_tcache_t* tc = atomic_load(&s->owner);
+  uint64_t era = atomic_load(&s->era);
+  tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+  if (atomic_load(&sc->era) != era) return false;
+  if (sc->blk == s) return true;
+  for (tslab_run_t* b = sc->full; b; b = b->bin_next)
+    if (b == s) return true;
+  return false;
+}
+
 TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
   uint64_t counts[TSLAB_CLASSES] = {0};
+  /* Runs to give back, after the walk: a release may merge runs the walk
+   * has yet to step over. */
+  tslab_run_t *ownerless = NULL, *empty = NULL;
   for (size_t g = 0; g < a->heap.top;) {
     tslab_run_t* s = atomic_load(&a->map[g]);
     if (!s || s->start != a->base + (g << TSLAB_GRANULE_SHIFT) || s->granules == 0) break;
     g += s->granules;
     uint8_t kind = atomic_load(&s->kind);
     if (kind != TSLAB_RUN_SLAB && kind != TSLAB_RUN_BLOCK) continue;
-    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++;
-    if (atomic_load(&s->mode) != TSLAB_DETACHED) continue;
+    if (atomic_load(&s->mode) != TSLAB_DETACHED && kind == TSLAB_RUN_BLOCK && atomic_load(&s->owner) &&
+        !block_held(a, s)) {
+      /* A block its owner or a closer had taken off its slot's lists (to
+       * detach it, keep it or give it back) when the fork came: detached
+       * now, like the rest of a closed era's runs (below). */
+      atomic_store(&s->mode, TSLAB_DETACHED);
+      atomic_store(&s->owner, NULL);
+      s->list = TSLAB_LIST_NONE;
+      uint64_t live = 0;
+      for (uint32_t w = 0; w < s->words; w++) live += tslab_popcount(atomic_load(&s->bits[2 * w]));
+      if (!live) {
+        s->heap_next = ownerless; /* never counted for its era: straight back */
+        ownerless = s;
+        continue;
+      }
+      /* It counts for its era as a detached block holding objects (7.5). */
+      tslab_era_count_run(a, atomic_load(&s->era), 1, (int64_t)TSLAB_BLOCK_BYTES);
+    }
+    if (atomic_load(&s->mode) != TSLAB_DETACHED) {
+      tslab_tcache_t* owner = atomic_load(&s->owner);
+      if (!owner) {
+        /* Its owner let go of it and was giving it to the heap (its counts
+         * already dropped it): finish that. */
+        s->heap_next = ownerless;
+        ownerless = s;
+        continue;
+      }
+      if (kind == TSLAB_RUN_SLAB) counts[s->cls]++;
+      if (owner->forked_busy) repair_attached(a, s, kind == TSLAB_RUN_BLOCK);
+      continue;
+    }
+    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* the deferred retire below drops it */
     int64_t live = 0;
     for (uint32_t w = 0; w < s->words; w++) {
       uint64_t r = atomic_exchange(&s->bits[2 * w + 1], 0);
@@ -283,8 +370,8 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
     uint64_t era = atomic_load(&s->era);
     tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
     if (live == 0) {
-      if (kind == TSLAB_RUN_SLAB) counts[s->cls]--;
-      tslab_run_retire(a, s);
+      s->heap_next = empty;
+      empty = s;
     } else if (!s->in_era_list && TSLAB_STATE_ERA(tslab_epoch_state(a, era)) == era) {
       s->era_prev = NULL;
       s->era_next = es->detached;
@@ -294,6 +381,12 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
     }
   }
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
+  tslab_heap_retire_list(a, ownerless, false);
+  while (empty) {
+    tslab_run_t* s = empty;
+    empty = s->heap_next;
+    tslab_run_retire(a, s);
+  }
 }
 
 #define REPORT(...)                                                      \

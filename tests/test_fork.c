@@ -3,8 +3,9 @@
  * threads' work) must be able to allocate, free and close epochs at once.
  * A lock held by another parent thread at the moment of fork, or a busy flag
  * left raised in the child's copy, would make the child hang: the parent
- * waits with a deadline and kills it. The child reports through its exit
- * status only (no stdio: another thread may have held its lock at fork). */
+ * waits with a deadline and kills it. The child must also pass tslab_check
+ * before and after its work. It reports through its exit status only (no
+ * stdio: another thread may have held its lock at fork). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -62,6 +63,8 @@ static unsigned char pattern(unsigned i, size_t k) { return (unsigned char)(i * 
 
 /* The child's work. Exit codes name the step that failed. */
 static int child(void** objs, size_t* sizes) {
+  /* What the other threads left half-done was finished or rolled back. */
+  if (tslab_check(a, NULL, 0) != 0) return 8;
   for (unsigned i = 0; i < NOBJ; i++)
     for (size_t k = 0; k < sizes[i]; k++)
       if (((unsigned char*)objs[i])[k] != pattern(i, k)) return 2;
@@ -88,6 +91,7 @@ static int child(void** objs, size_t* sizes) {
   p = tslab_alloc(b, 64, 1);
   if (!p || !tslab_free(b, p)) return 7;
   tslab_destroy(b);
+  if (tslab_check(a, NULL, 0) != 0) return 9;
   return 0;
 }
 
