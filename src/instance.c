@@ -44,6 +44,7 @@ static void unmap_all(tslab_t* a) {
 }
 
 TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
+  tslab_global_init();
   tslab_config_t c;
   if (config)
     c = *config;

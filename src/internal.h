@@ -539,6 +539,7 @@ TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t* bytes, size_t align, void*
 TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
 TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
 TSLAB_INTERNAL size_t tslab_os_page_size(void);
+TSLAB_INTERNAL void tslab_global_init(void);
 TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes);
 TSLAB_INTERNAL void tslab_os_unmap(void* p, size_t bytes);
 TSLAB_INTERNAL void* tslab_os_map(size_t bytes); /* readable zeroed memory */

@@ -148,7 +148,7 @@ TSLAB_INTERNAL void* tslab_os_map(size_t bytes) {
  * interrupt serialises each of them. The fast path stays a compiler barrier
  * either way. */
 
-__attribute__((constructor)) static void tslab_os_init(void) {
+static void global_init(void) {
   long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
       syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
@@ -159,6 +159,15 @@ __attribute__((constructor)) static void tslab_os_init(void) {
   tslab_classes_init();
   tslab_fork_init();
 }
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+/* The process-wide set-up, once: at load time, or by the first
+ * tslab_create when that comes first (another library's constructor, or a
+ * malloc built on the library linked statically, can run before ours). */
+TSLAB_INTERNAL void tslab_global_init(void) { pthread_once(&global_once, global_init); }
+
+__attribute__((constructor)) static void tslab_os_init(void) { tslab_global_init(); }
 
 #if defined(__x86_64__) || defined(__i386__)
 static pthread_mutex_t fence_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -49,17 +49,6 @@ static tslab_t* create_instance(tslab_config_t* c) {
   }
 }
 
-/* The core fills its size-class table in a constructor, and a thread cache
- * made before that would copy zero sizes. The first malloc of a process can
- * come before it: from another library's constructor that runs first (the
- * C++ runtime's exception pool), or from anything at all when the drop-in
- * is linked statically (the executable's constructors run last). Until the
- * table is filled, allocations are served by the bootstrap arena. */
-static bool core_initialized(tslab_t* a) {
-  tslab_stats_class_t c;
-  return tslab_stats_class(a, 0, &c) == TSLAB_OK && c.object_size != 0;
-}
-
 static void publish(tslab_t* a) {
   tslab_epoch_t e = tslab_epoch_current(a);
   (void)tslab_epoch_set_label(a, e, "process");
@@ -88,7 +77,7 @@ bool dropin_process_init(void) {
     sched_yield();
     s = atomic_load_explicit(&init_state, memory_order_acquire);
   }
-  if (s == INIT_CREATED && core_initialized(created) &&
+  if (s == INIT_CREATED &&
       atomic_compare_exchange_strong_explicit(&init_state, &s, INIT_PUBLISHING, memory_order_acq_rel,
                                               memory_order_acquire)) {
     publish(created);
