@@ -263,6 +263,12 @@ TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p);
 /* The epoch a live allocation belongs to, or 0. */
 TSLAB_API tslab_epoch_t tslab_epoch_of(tslab_t* a, const void* p);
 
+/* Whether p lies in the instance's address-space reservation: a range check,
+ * not a liveness test (a freed or never-allocated address inside it is
+ * owned). Tells another allocator's pointers, and the loader's, from
+ * invalid frees of this instance's memory. */
+TSLAB_API bool tslab_owns(tslab_t* a, const void* p);
+
 /* ------------------------------------------------------------------------- */
 /* Handles                                                                   */
 /* ------------------------------------------------------------------------- */

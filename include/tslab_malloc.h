@@ -73,10 +73,11 @@ TSLAB_API int tslab_malloc_domain_exit(tslab_domain_t* d);
 
 /* What the drop-in counts beside the instance's own statistics. */
 typedef struct {
-  /* Pointers passed to free, realloc or malloc_usable_size that are not live
-   * allocations of the instance nor bootstrap blocks: memory of another
-   * allocator or of the dynamic loader, or invalid (double) frees. They are
-   * left alone (never given to the wrong allocator). */
+  /* Pointers passed to free, realloc or malloc_usable_size that lie outside
+   * the instance's reservation and are not bootstrap blocks: memory of
+   * another allocator or of the dynamic loader. They are left alone (never
+   * given to the wrong allocator). Invalid frees of the instance's own
+   * memory (double, interior) are the instance's `invalid_frees_total`. */
   uint64_t foreign_frees;
   uint64_t foreign_reallocs;
   uint64_t foreign_usable_size;

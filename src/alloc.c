@@ -390,6 +390,10 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
 
 TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p) { return live_size(a, p, NULL); }
 
+TSLAB_API bool tslab_owns(tslab_t* a, const void* p) {
+  return a && (uintptr_t)p - (uintptr_t)a->base < a->reserve;
+}
+
 TSLAB_API tslab_epoch_t tslab_epoch_of(tslab_t* a, const void* p) {
   uint64_t era = 0;
   return live_size(a, p, &era) ? era : 0;

@@ -7,13 +7,16 @@
  * accepts allocations, or memory ran out. Everything that may allocate
  * inside the core runs with the guard raised.
  *
- * A pointer that is not a live allocation of the instance nor a bootstrap
+ * A pointer outside the instance's reservation that is not a bootstrap
  * block is foreign: memory the dynamic loader handed out before the C
- * library's malloc was bound, memory of another allocator (a library that
- * calls the C library's allocator under another name), or a pointer freed
- * twice. Giving it to any allocator could crash the program, so the drop-in
- * leaves it alone and counts it: free ignores it, realloc copies what can be
- * read of it into a new block, malloc_usable_size says 0. */
+ * library's malloc was bound, or memory of another allocator (a library that
+ * calls the C library's allocator under another name). Giving it to any
+ * allocator could crash the program, so the drop-in leaves it alone and
+ * counts it: free ignores it, realloc copies what can be read of it into a
+ * new block, malloc_usable_size says 0. A pointer inside the reservation
+ * that is not live (freed twice, interior) is an invalid free, which the
+ * instance counts: free ignores it, realloc fails with EINVAL,
+ * malloc_usable_size says 0. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +61,7 @@ void* dropin_alloc_slow(size_t size, size_t alignment, bool zero) {
 }
 
 void dropin_free_slow(void* p) {
-  if (p == NULL || dropin_bootstrap_owns(p, NULL)) return;
+  if (p == NULL || dropin_bootstrap_owns(p, NULL) || tslab_owns(dropin_heap(), p)) return;
   DROPIN_COUNT(foreign_frees);
 }
 
@@ -123,13 +126,22 @@ void* dropin_realloc(void* p, size_t size) {
     }
   }
   size_t old = 0;
-  if (!dropin_bootstrap_owns(p, &old)) DROPIN_COUNT(foreign_reallocs);
+  if (!dropin_bootstrap_owns(p, &old)) {
+    /* Not a live block of ours: an invalid pointer into our memory gets the
+     * C library's answer to a bad realloc (its bytes are not the caller's
+     * any more); another allocator's block is copied out. */
+    if (tslab_owns(a, p)) {
+      errno = EINVAL;
+      return NULL;
+    }
+    DROPIN_COUNT(foreign_reallocs);
+  }
   return move(p, old, size);
 }
 
 size_t dropin_usable_size_slow(const void* p) {
   size_t n = 0;
-  if (p == NULL || dropin_bootstrap_owns(p, &n)) return n;
+  if (p == NULL || dropin_bootstrap_owns(p, &n) || tslab_owns(dropin_heap(), p)) return n;
   DROPIN_COUNT(foreign_usable_size);
   return 0;
 }

@@ -136,6 +136,8 @@ static void test_family(void) {
 static void test_foreign(void) {
   tslab_malloc_stats_t before, after;
   SYM(tslab_malloc_stats)(&before);
+  tslab_stats_global_t g_before, g_after;
+  REQUIRE(SYM(tslab_stats_global)(SYM(tslab_malloc_instance)(), &g_before) == TSLAB_OK);
 
   /* The C library's own allocator, reached past the interposition. */
   void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
@@ -174,15 +176,23 @@ static void test_foreign(void) {
   free(grown);
   munmap(map, page);
 
-  /* A double free of our own block is refused and leaves the allocator
-   * consistent. */
+  /* A double free of our own block is refused, counted by the instance as an
+   * invalid free, not as foreign, and leaves the allocator consistent; a
+   * realloc of it fails. */
   void* twice = malloc(48);
+  CHECK(SYM(tslab_owns)(SYM(tslab_malloc_instance)(), twice));
+  CHECK(!SYM(tslab_owns)(SYM(tslab_malloc_instance)(), area));
   free(twice);
   free(twice);
+  errno = 0;
+  CHECK(realloc(twice, 100) == NULL && errno == EINVAL);
+  CHECK_EQ_U(malloc_usable_size(twice), 0);
   DROPIN_CHECK_CONSISTENT();
 
   SYM(tslab_malloc_stats)(&after);
-  CHECK_EQ_U(after.foreign_frees - before.foreign_frees, 4);   /* g2, area, stack, twice */
+  REQUIRE(SYM(tslab_stats_global)(SYM(tslab_malloc_instance)(), &g_after) == TSLAB_OK);
+  CHECK_EQ_U(after.foreign_frees - before.foreign_frees, 3); /* g2, area, stack */
+  CHECK(g_after.invalid_frees_total - g_before.invalid_frees_total >= 4); /* and twice */
   CHECK_EQ_U(after.foreign_reallocs - before.foreign_reallocs, 2);
   CHECK_EQ_U(after.foreign_usable_size - before.foreign_usable_size, 2);
 }
