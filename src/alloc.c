@@ -178,7 +178,15 @@ TSLAB_API void* tslab_calloc(tslab_t* a, size_t count, size_t size, tslab_epoch_
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
   void* p = tslab_alloc(a, bytes, e);
-  if (p) memset(p, 0, bytes);
+  if (!p) return NULL;
+  /* A span the heap took from released or never-used memory reads as
+   * zeros already: writing them would make every page resident. */
+  if (bytes > TSLAB_SMALL_MAX) {
+    tslab_run_t* r = atomic_load_explicit(&a->map[((uintptr_t)p - (uintptr_t)a->base) >> TSLAB_GRANULE_SHIFT],
+                                          memory_order_relaxed);
+    if (r->zeroed) return p;
+  }
+  memset(p, 0, bytes);
   return p;
 }
 

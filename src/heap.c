@@ -528,6 +528,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     desc_clear(&a->heap, r);
     TSLAB_RSTORE(r->start, start);
     TSLAB_RSTORE(r->granules, granules);
+    r->zeroed = !was_dirty;
     atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);
     map_ends(a, r);
     if (!was_dirty)

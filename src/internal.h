@@ -155,6 +155,7 @@ struct tslab_run {
   uint8_t cls;                /* blocks: TSLAB_CLASSES */
   uint8_t list;               /* owner only: enum tslab_bin_list */
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
+  uint8_t zeroed;             /* formatter: the heap gave memory that was released or never used */
   uint16_t words;
   uint16_t gen;               /* blocks and spans: handle generation */
   uint16_t bits_cap;          /* word pairs of the attached bitmap block */

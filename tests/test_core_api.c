@@ -57,6 +57,26 @@ static void test_calloc_realloc_aligned(void) {
   for (int i = 0; i < 4000; i++) CHECK(z[i] == 0);
   CHECK(tslab_calloc(a, SIZE_MAX / 2, 4, e) == NULL);
   CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_SIZE);
+  /* Spans too: one the heap keeps resident after its free (it skips no
+   * zeroing), one it released (already zero: calloc writes nothing), one
+   * from memory never used. */
+  static const size_t span_sizes[] = {100000, 3 << 20, 5 << 20};
+  for (size_t k = 0; k < sizeof span_sizes / sizeof span_sizes[0]; k++) {
+    size_t n = span_sizes[k];
+    unsigned char* big = tslab_alloc(a, n, e);
+    REQUIRE(big != NULL);
+    memset(big, 0xCD, n);
+    CHECK(tslab_free(a, big));
+    for (int round = 0; round < 2; round++) {
+      unsigned char* zz = tslab_calloc(a, n, 1, e);
+      REQUIRE(zz != NULL);
+      size_t nonzero = 0;
+      for (size_t i = 0; i < n; i++) nonzero += zz[i] != 0;
+      CHECK_EQ_U(nonzero, 0);
+      memset(zz, 0xEF, n);
+      CHECK(tslab_free(a, zz));
+    }
+  }
 
   /* realloc keeps contents and the epoch, moves between classes and spans. */
   tslab_epoch_t e2 = tslab_epoch_advance(a);
