@@ -237,7 +237,7 @@ TSLAB_API size_t tslab_stats_classes(tslab_t* a, tslab_stats_class_t* out, size_
 /* ---- epochs ---- */
 
 typedef struct era_counts {
-  uint64_t allocs, frees, xfrees, slow, alloc_bytes, free_bytes, live_bytes_blocks, empty;
+  uint64_t allocs, frees, xfrees, slow, alloc_bytes, free_bytes, live_bytes_blocks, held_block_bytes, empty;
 } era_counts_t;
 
 /* The counts of `era` held by caches (current less base, section 9), and the
@@ -263,11 +263,22 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
         c->empty += cur && tslab_slab_used(cur) == tslab_popcount(ld(&b->mask));
       }
     }
-    /* The bytes of block objects are read off the blocks. */
+    /* The live bytes of the blocks the cache holds are read off their
+     * bitmaps; the bytes they handed out, which the counts include, are
+     * set against them (the counts have their frees only once a block left
+     * the cache). */
     tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
-    if (blk) c->live_bytes_blocks += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
-    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE))
-      c->live_bytes_blocks += tslab_block_live_bytes(b, TSLAB_RLOAD(b->bumped));
+    if (blk) {
+      uint8_t* top = __atomic_load_n(&sc->top, __ATOMIC_RELAXED);
+      uint8_t* start = TSLAB_RLOAD(blk->start);
+      if (top > start) c->held_block_bytes += (uint64_t)(top - start);
+      c->live_bytes_blocks += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
+    }
+    for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE)) {
+      uint32_t bumped = TSLAB_RLOAD(b->bumped);
+      c->held_block_bytes += (uint64_t)bumped << TSLAB_UNIT_SHIFT;
+      c->live_bytes_blocks += tslab_block_live_bytes(b, bumped);
+    }
     tslab_window_exit(a, self);
   }
 }
@@ -313,7 +324,7 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
   out->allocations_total = c.allocs;
   out->frees_total = c.frees;
   out->live_objects = live_of(c.allocs, c.frees);
-  out->live_bytes = live_of(c.alloc_bytes, c.free_bytes) + c.live_bytes_blocks;
+  out->live_bytes = live_of(c.alloc_bytes, c.free_bytes + c.held_block_bytes) + c.live_bytes_blocks;
   out->slabs = ld(&es->slabs);
   out->empty_slabs = c.empty;
   out->rss_estimate_bytes = ld(&es->slab_bytes);

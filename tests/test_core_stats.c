@@ -117,17 +117,20 @@ static void check_block_counts(void) {
   CHECK(g.blocks_in_use > 0);
   CHECK_EQ_U(g.allocations_total, N);
   CHECK_EQ_U(g.live_bytes, bytes[0] + bytes[1] + bytes[2]);
+  tslab_stats_epoch_t es;
+  CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
+  CHECK_EQ_U(es.live_bytes, bytes[0] + bytes[1] + bytes[2]);
   /* A third freed here, a third by another thread. */
   struct block_free other = {objs, N / 3, 2 * N / 3};
   for (int i = 0; i < N / 3; i++) CHECK(tslab_free(a, objs[i]));
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, free_range, &other) == 0);
   pthread_join(t, NULL);
-  tslab_stats_epoch_t es;
   CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
   CHECK_EQ_U(es.allocations_total, N);
   CHECK_EQ_U(es.frees_total, 2 * N / 3);
   CHECK_EQ_U(es.live_objects, N / 3);
+  CHECK_EQ_U(es.live_bytes, bytes[2]); /* while its blocks are still the thread's */
   tslab_stats_global(a, &g);
   CHECK_EQ_U(g.frees_total, 2 * N / 3);
   CHECK_EQ_U(g.cross_thread_frees_total, N / 3);
