@@ -259,16 +259,18 @@ static const field_t global_fields[] = {
     G(slabs_created_total, K_U64, "tslab_slabs_created_total", NULL, "counter",
       "Slabs put in use (formatted or taken from spares) and large spans created."),
     G(slabs_recycled_total, K_U64, "tslab_slabs_recycled_total", NULL, "counter",
-      "Slabs and spans placed in memory that served before (pool or released and reused)."),
+      "Slabs, spans and blocks taken from the page heap that were placed in memory that "
+      "served before (pool or released and reused)."),
     G(blocks_in_use, K_U64, "tslab_blocks_in_use", NULL, "gauge",
       "Mixed-size 16 KiB blocks held by epochs: bumping, full, or detached with live objects."),
     G(blocks_created_total, K_U64, "tslab_blocks_created_total", NULL, "counter",
-      "Blocks taken from the page heap."),
+      "Blocks taken from the page heap (its pool of empty runs, a released run or new "
+      "memory)."),
     G(blocks_reused_total, K_U64, "tslab_blocks_reused_total", NULL, "counter",
       "Blocks reused from a thread cache's hot reserve, resident already."),
     G(reserve_bytes, K_U64, "tslab_hot_reserve_bytes", NULL, "gauge",
       "Hot reserve: empty memory kept resident for the next epochs (the thread caches' "
-      "drained blocks and the instance's pool of empty slabs)."),
+      "drained blocks and the instance's pool of empty runs)."),
     G(objects_ended_total, K_U64, "tslab_objects_ended_total", NULL, "counter",
       "Objects ended by free-all closes, also counted as frees."),
     G(epochs_freed_all_total, K_U64, "tslab_epochs_freed_all_total", NULL, "counter",

@@ -302,7 +302,9 @@ int main(void) {
   /* e3's bumping block and e6's two kept blocks at least. */
   CHECK(g.blocks_in_use >= 1 + TRIMMED);
   CHECK(g.blocks_reused_total >= 1);
-  CHECK(g.reserve_bytes <= cfg.pool_resident_max + g.thread_caches * cfg.thread_reserve_max);
+  /* Its bound holds while the OS accepts every release. */
+  if (g.release_failures_total == 0)
+    CHECK(g.reserve_bytes <= cfg.pool_resident_max + g.thread_caches * cfg.thread_reserve_max);
   /* Ended objects count as frees: the live counts lost them. */
   CHECK_EQ_U(prom_value(prom, "tslab_live_objects"), g.live_objects);
   CHECK_EQ_U(g.live_objects, N + 1 + TRIMMED);
