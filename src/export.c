@@ -2,11 +2,16 @@
  *
  * Both are built only on the public snapshot calls, so they never take a lock
  * or touch a counter that the allocation fast path uses beyond what those
- * calls read. Every section is read once into one snapshot (a single block
- * from the C library's malloc: the ring may hold 256 epochs, too much for the
- * stack of an arbitrary caller thread), then formatted. docs/METRICS.md
- * documents every name emitted here; tests/check_metrics_doc.py keeps the two
- * in step.
+ * calls read; the one other thing they read is the instance's configuration,
+ * which is fixed when the instance is created. Every section is read once
+ * into one snapshot (a single block from the C library's malloc: the ring may
+ * hold 256 epochs, too much for the stack of an arbitrary caller thread), then
+ * formatted. docs/METRICS.md documents every name emitted here;
+ * tests/check_export.py keeps the two in step.
+ *
+ * Per-thread statistics (tslab_stats_thread) are not exported: they describe
+ * the calling thread's cache, and the exporter usually runs on the endpoint's
+ * thread, which would get a cache of its own just to report it empty.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -137,6 +142,7 @@ static void out_escaped(out_t* o, const char* s, size_t max, enum escape_style s
 /* ------------------------------------------------------------------------- */
 
 typedef struct snapshot {
+  tslab_config_t config;
   tslab_stats_global_t global;
   tslab_stats_sampling_t sampling;
   uint64_t now_ns;
@@ -161,6 +167,9 @@ static int snapshot_take(tslab_t* a, snapshot_t* s) {
   memset(s, 0, sizeof *s);
   if (tslab_stats_global(a, &s->global) != TSLAB_OK) return -1;
   if (tslab_stats_sampling(a, &s->sampling) != TSLAB_OK) return -1;
+  /* Set by tslab_create (max_alloc_size as granted) and never written
+   * again, so a plain copy is a consistent one. */
+  s->config = a->config;
   s->now_ns = tslab_now_ns();
 
   size_t n_classes = tslab_class_count(a);
@@ -182,9 +191,9 @@ static int snapshot_take(tslab_t* a, snapshot_t* s) {
   s->labels = (tslab_stats_label_t*)(void*)(block + off_labels);
   s->leaks = (tslab_leak_t*)(void*)(block + off_leaks);
 
-  for (size_t i = 0; i < n_classes; i++) {
-    if (tslab_stats_class(a, (uint32_t)i, &s->classes[s->n_classes]) == TSLAB_OK) s->n_classes++;
-  }
+  /* One pass over the thread caches for every class, and every class from
+   * the same pass. */
+  s->n_classes = tslab_stats_classes(a, s->classes, n_classes);
   s->n_epochs = tslab_stats_epochs(a, s->epochs, ring);
   s->n_labels = tslab_stats_labels(a, s->labels, max_labels);
   s->n_leaks = tslab_leak_check(a, EXPORT_LEAK_THRESHOLD_NS, s->leaks, ring);
@@ -200,11 +209,14 @@ static void snapshot_free(snapshot_t* s) { free(s->block); }
 enum kind {
   K_U64,
   K_U32,
+  K_SIZE,  /* size_t */
   K_I64,
   K_BOOL,
   K_NS,    /* uint64_t nanoseconds; Prometheus gets seconds */
   K_STR,   /* char[TSLAB_LABEL_MAX] */
-  K_STATE  /* tslab_epoch_state_t */
+  K_STATE, /* tslab_epoch_state_t */
+  K_RELEASE, /* tslab_release_policy_t; JSON only */
+  K_ADVANCE  /* tslab_advance_policy_t; JSON only */
 };
 
 /* One field of a statistics struct. prom is NULL for fields that only make
@@ -247,7 +259,22 @@ static const field_t global_fields[] = {
     G(slabs_created_total, K_U64, "tslab_slabs_created_total", NULL, "counter",
       "Slabs put in use (formatted or taken from spares) and large spans created."),
     G(slabs_recycled_total, K_U64, "tslab_slabs_recycled_total", NULL, "counter",
-      "Slabs and spans placed in memory that served before (pool or released and reused)."),
+      "Slabs, spans and blocks taken from the page heap that were placed in memory that "
+      "served before (pool or released and reused)."),
+    G(blocks_in_use, K_U64, "tslab_blocks_in_use", NULL, "gauge",
+      "Mixed-size 16 KiB blocks held by epochs: bumping, full, or detached with live objects."),
+    G(blocks_created_total, K_U64, "tslab_blocks_created_total", NULL, "counter",
+      "Blocks taken from the page heap (its pool of empty runs, a released run or new "
+      "memory)."),
+    G(blocks_reused_total, K_U64, "tslab_blocks_reused_total", NULL, "counter",
+      "Blocks reused from a thread cache's hot reserve, resident already."),
+    G(reserve_bytes, K_U64, "tslab_hot_reserve_bytes", NULL, "gauge",
+      "Hot reserve: empty memory kept resident for the next epochs (the thread caches' "
+      "drained blocks and the instance's pool of empty runs)."),
+    G(objects_ended_total, K_U64, "tslab_objects_ended_total", NULL, "counter",
+      "Objects ended by free-all closes, also counted as frees."),
+    G(epochs_freed_all_total, K_U64, "tslab_epochs_freed_all_total", NULL, "counter",
+      "Free-all closes: calls that ended every object of an era still in the ring."),
     G(release_calls_total, K_U64, "tslab_release_calls_total", NULL, "counter",
       "System calls returning memory to the OS (madvise)."),
     G(release_bytes_total, K_U64, "tslab_released_bytes_total", NULL, "counter",
@@ -331,15 +358,20 @@ static const field_t epoch_fields[] = {
     E(rss_estimate_bytes, K_U64, "tslab_epoch_resident_estimate_bytes", "gauge",
       "Bytes of the era's slabs that are resident."),
     E(rss_before_close_bytes, K_U64, "tslab_epoch_rss_before_close_bytes", "gauge",
-      "Process RSS right before the era's close (0 while open)."),
+      "Process RSS before the era's close: the RSS after it plus the bytes it released "
+      "(0 while open, and when the close returned no run to the OS)."),
     E(rss_after_close_bytes, K_U64, "tslab_epoch_rss_after_close_bytes", "gauge",
-      "Process RSS right after the era's close (0 while open)."),
+      "Process RSS read right after the era's close (0 while open, and when the close "
+      "returned no run to the OS)."),
     E(released_at_close_bytes, K_U64, "tslab_epoch_released_at_close_bytes", "gauge",
-      "Bytes returned to the OS by the era's close."),
+      "Bytes returned to the OS by the era's close: empty runs released and pages trimmed "
+      "from blocks kept by live objects."),
     E(released_total_bytes, K_U64, "tslab_epoch_released_bytes_total", "counter",
       "Bytes of the era returned to the OS, at close and by later frees."),
     E(close_ns, K_NS, "tslab_epoch_close_duration_seconds", "gauge",
-      "How long the era's close took (0 while open)."),
+      "How long the era's close took (0 while open, and for the untimed close of a "
+      "request-sized era: neither forced nor free-all, used by the closing thread only, in "
+      "blocks only)."),
     E(forced_close, K_BOOL, "tslab_epoch_forced_close", "gauge",
       "1 when the era was closed because a new era needed its ring slot."),
 };
@@ -379,6 +411,27 @@ static const field_t sampling_fields[] = {
 };
 #undef S
 
+/* The configuration the instance runs with (tslab_config_t). epoch_ring_size
+ * is exported under global as well, where Prometheus gets it; the policies
+ * are labels of tslab_config_info. */
+#define CF(member, k, prom, help) F(tslab_config_t, member, k, prom, NULL, "gauge", help)
+static const field_t config_fields[] = {
+    JSON_ONLY(tslab_config_t, epoch_ring_size, K_U32),
+    CF(reserve_bytes, K_SIZE, "tslab_config_reserve_bytes",
+       "Virtual address space the configuration asks the instance to reserve."),
+    CF(pool_resident_max, K_SIZE, "tslab_config_pool_resident_max_bytes",
+       "Bound of the instance's part of the hot reserve: empty slab bytes its pool keeps."),
+    CF(thread_reserve_max, K_SIZE, "tslab_config_thread_reserve_max_bytes",
+       "Bound of each thread cache's part of the hot reserve: drained block bytes it keeps."),
+    CF(block_budget, K_SIZE, "tslab_config_block_budget_bytes",
+       "Bytes each thread may bump-allocate per epoch in blocks (0: blocks off)."),
+    CF(max_alloc_size, K_SIZE, "tslab_config_max_alloc_size_bytes",
+       "Largest request the instance accepts."),
+    JSON_ONLY(tslab_config_t, release_policy, K_RELEASE),
+    JSON_ONLY(tslab_config_t, advance_policy, K_ADVANCE),
+};
+#undef CF
+
 #define K(member, k, prom, type, help) F(tslab_leak_t, member, k, prom, NULL, type, help)
 static const field_t leak_fields[] = {
     JSON_ONLY(tslab_leak_t, era, K_U64),
@@ -398,6 +451,28 @@ static const field_t leak_fields[] = {
 #undef JSON_ONLY
 
 #define COUNT(t) (sizeof(t) / sizeof((t)[0]))
+
+static const char* release_policy_name(tslab_release_policy_t p) {
+  switch (p) {
+    case TSLAB_RELEASE_ON_CLOSE:
+      return "on_close";
+    case TSLAB_RELEASE_EAGER:
+      return "eager";
+    case TSLAB_RELEASE_POOLED:
+      return "pooled";
+  }
+  return "unknown";
+}
+
+static const char* advance_policy_name(tslab_advance_policy_t p) {
+  switch (p) {
+    case TSLAB_ADVANCE_SKIP_OPEN:
+      return "skip_open";
+    case TSLAB_ADVANCE_NEXT_SLOT:
+      return "next_slot";
+  }
+  return "unknown";
+}
 
 static const char* state_name(tslab_epoch_state_t st) {
   switch (st) {
@@ -439,6 +514,12 @@ static void out_value(out_t* o, const void* item, const field_t* f, int prom) {
       out_fmt(o, "%" PRIu32, v);
       return;
     }
+    case K_SIZE: {
+      size_t v;
+      memcpy(&v, p, sizeof v);
+      out_fmt(o, "%zu", v);
+      return;
+    }
     case K_I64: {
       int64_t v;
       memcpy(&v, p, sizeof v);
@@ -464,6 +545,18 @@ static void out_value(out_t* o, const void* item, const field_t* f, int prom) {
       tslab_epoch_state_t st;
       memcpy(&st, p, sizeof st);
       out_fmt(o, "\"%s\"", state_name(st));
+      return;
+    }
+    case K_RELEASE: {
+      tslab_release_policy_t rp;
+      memcpy(&rp, p, sizeof rp);
+      out_fmt(o, "\"%s\"", release_policy_name(rp));
+      return;
+    }
+    case K_ADVANCE: {
+      tslab_advance_policy_t ap;
+      memcpy(&ap, p, sizeof ap);
+      out_fmt(o, "\"%s\"", advance_policy_name(ap));
       return;
     }
   }
@@ -506,6 +599,8 @@ size_t tslab_export_json(tslab_t* a, char* buf, size_t cap) {
   json_object(&o, &s.global, global_fields, COUNT(global_fields));
   out_str(&o, ",\n\"sampling\":");
   json_object(&o, &s.sampling, sampling_fields, COUNT(sampling_fields));
+  out_str(&o, ",\n\"config\":");
+  json_object(&o, &s.config, config_fields, COUNT(config_fields));
   json_array(&o, "classes", s.classes, sizeof *s.classes, s.n_classes, class_fields,
              COUNT(class_fields));
   json_array(&o, "epochs", s.epochs, sizeof *s.epochs, s.n_epochs, epoch_fields,
@@ -595,6 +690,12 @@ size_t tslab_export_prometheus(tslab_t* a, char* buf, size_t cap) {
   out_init(&o, buf, cap);
   prom_section(&o, global_fields, COUNT(global_fields), &s.global, 0, 1, NULL);
   prom_section(&o, sampling_fields, COUNT(sampling_fields), &s.sampling, 0, 1, NULL);
+  prom_section(&o, config_fields, COUNT(config_fields), &s.config, 0, 1, NULL);
+  prom_header(&o, "tslab_config_info", "gauge",
+              "Always 1; the labels name the instance's release and advance policies.");
+  out_fmt(&o, "tslab_config_info{release_policy=\"%s\",advance_policy=\"%s\"} 1\n",
+          release_policy_name(s.config.release_policy),
+          advance_policy_name(s.config.advance_policy));
   prom_section(&o, class_fields, COUNT(class_fields), s.classes, sizeof *s.classes, s.n_classes,
                labels_class);
   /* Slots that never held an era have no identity worth a series. */

@@ -9,8 +9,9 @@ Schema in the doc; the fields of every JSON table in the doc are exactly the
 fields exported; the Prometheus families emitted are exactly the documented
 ones, with the documented type, one HELP and one TYPE line each and their
 samples grouped under them; every value that has a single JSON field in the
-doc equals that field; and `promtool check metrics` accepts the text when
-promtool is installed.
+doc equals that field; tslab_config_info names the policies of the JSON
+config; the families test_export's workload must make non-zero are; and
+`promtool check metrics` accepts the text when promtool is installed.
 """
 import json
 import re
@@ -170,6 +171,16 @@ ITEM_KEYS = {  # JSON array -> (Prometheus label, JSON field identifying an item
 }
 # Values that change between the two export calls even on a quiescent instance.
 VOLATILE = {"global.rss_bytes", "epochs[].age_ns", "leaks[].age_ns"}
+# Families that test_export's workload makes non-zero (in at least one
+# sample), so that a family stuck at 0 in both formats does not pass the
+# cross-check: blocks bumped, drained into the hot reserve and reused; a
+# free-all close ending live objects; a close trimming a block kept by a
+# live object; a timed close.
+NONZERO = ["tslab_blocks_in_use", "tslab_blocks_created_total", "tslab_blocks_reused_total",
+           "tslab_hot_reserve_bytes", "tslab_objects_ended_total", "tslab_epochs_freed_all_total",
+           "tslab_epoch_released_at_close_bytes", "tslab_epoch_close_duration_seconds",
+           "tslab_config_pool_resident_max_bytes", "tslab_config_thread_reserve_max_bytes",
+           "tslab_config_block_budget_bytes"]
 
 
 def as_prom_value(json_value, name):
@@ -219,7 +230,7 @@ def main():
         validate(data, schema, "$")
 
     exported = {"top": list(data), "global": list(data["global"]),
-                "sampling": list(data["sampling"])}
+                "sampling": list(data["sampling"]), "config": list(data.get("config", {}))}
     for section in ITEM_KEYS:
         if not data[section]:
             fail("%s is empty: the test workload must produce at least one" % section)
@@ -237,6 +248,16 @@ def main():
     cross_check(doc_prom, families, data)
     if float(families["tslab_leak_epochs"]["samples"][0][1]) != len(data["leaks"]):
         fail("tslab_leak_epochs disagrees with the length of leaks")
+    info = families.get("tslab_config_info", {"samples": []})["samples"]
+    config = data.get("config", {})
+    want = {"release_policy": config.get("release_policy"),
+            "advance_policy": config.get("advance_policy")}
+    if len(info) != 1 or info[0][0] != want or float(info[0][1]) != 1:
+        fail("tslab_config_info is %r, JSON config says %r" % (info, want))
+    for name in NONZERO:
+        fam = families.get(name)
+        if fam is not None and not any(float(v) > 0 for _, v in fam["samples"]):
+            fail("%s is 0 in every sample: the test workload must make it non-zero" % name)
 
     promtool = shutil.which("promtool")
     if promtool:

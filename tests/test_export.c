@@ -1,10 +1,17 @@
 /* Both exporters on a real workload: the snprintf contract (length, NUL,
  * nothing written past the capacity), escaping of hostile labels, values that
- * match the snapshot calls. Writes test_export.json and test_export.prom into
- * the working directory for check_export.py, which checks them against
- * docs/METRICS.md, the JSON Schema there and promtool. */
+ * match the snapshot calls. The workload makes every figure of the blocks,
+ * the hot reserve and free-all non-zero (request-sized epochs: one drained
+ * into the reserve, one reusing it and freed all at once, one closed with
+ * live objects in trimmed blocks), and both documents must report them as
+ * the library's own statistics do, with the instance's configuration.
+ * Writes test_export.json and test_export.prom into the working directory
+ * for check_export.py, which checks them against docs/METRICS.md, the JSON
+ * Schema there and promtool. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -76,13 +83,85 @@ static unsigned long long prom_value(const char* text, const char* name) {
   char key[128];
   snprintf(key, sizeof key, "\n%s ", name);
   const char* p = strstr(text, key);
+  if (!p) fprintf(stderr, "no sample %s\n", name);
+  REQUIRE(p);
+  return strtoull(p + strlen(key), NULL, 10);
+}
+
+/* The value of a series whose label set starts with `labels`, as an
+ * integer; seconds (printed with nine decimals) come back as nanoseconds. */
+static unsigned long long prom_series(const char* text, const char* name, const char* labels,
+                                      int seconds) {
+  char key[256];
+  snprintf(key, sizeof key, "\n%s{%s", name, labels);
+  const char* p = strstr(text, key);
+  if (!p) fprintf(stderr, "no series %s{%s...}\n", name, labels);
+  REQUIRE(p);
+  p = strchr(p + 1, '}');
+  REQUIRE(p && p[1] == ' ');
+  char* end;
+  unsigned long long v = strtoull(p + 2, &end, 10);
+  if (seconds) {
+    REQUIRE(*end == '.' && strlen(end) > 9);
+    v = v * 1000000000ull + strtoull(end + 1, NULL, 10);
+  }
+  return v;
+}
+
+/* The series of one era, by its `epoch` label (the first one). */
+static unsigned long long prom_epoch(const char* text, const char* name, tslab_epoch_t e,
+                                     int seconds) {
+  char labels[64];
+  snprintf(labels, sizeof labels, "epoch=\"%" PRIu64 "\",", e);
+  return prom_series(text, name, labels, seconds);
+}
+
+/* A number field of a JSON object: the first `"name":` after `"section":{`. */
+static unsigned long long json_value(const char* text, const char* section, const char* name) {
+  char key[128];
+  snprintf(key, sizeof key, "\"%s\":{", section);
+  const char* p = strstr(text, key);
+  REQUIRE(p);
+  snprintf(key, sizeof key, "\"%s\":", name);
+  p = strstr(p, key);
+  if (!p) fprintf(stderr, "no JSON field %s.%s\n", section, name);
+  REQUIRE(p);
+  return strtoull(p + strlen(key), NULL, 10);
+}
+
+/* The JSON object of one era in `epochs`, cut out into buf. */
+static void json_epoch(const char* text, tslab_epoch_t e, char* buf, size_t cap) {
+  char key[64];
+  snprintf(key, sizeof key, "{\"era\":%" PRIu64 ",", e);
+  const char* p = strstr(text, key);
+  REQUIRE(p);
+  const char* end = strchr(p, '}');
+  REQUIRE(end && (size_t)(end - p) + 2 < cap);
+  memcpy(buf, p, (size_t)(end - p) + 1);
+  buf[end - p + 1] = '\0';
+}
+
+/* A number field of an object cut out by json_epoch. */
+static unsigned long long json_field(const char* obj, const char* name) {
+  char key[64];
+  snprintf(key, sizeof key, "\"%s\":", name);
+  const char* p = strstr(obj, key);
   REQUIRE(p);
   return strtoull(p + strlen(key), NULL, 10);
 }
 
 int main(void) {
-  tslab_t* a = tslab_create(NULL);
+  /* Not the defaults, so that the configuration shown is this instance's. */
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.pool_resident_max = (size_t)2 << 20;
+  cfg.thread_reserve_max = (size_t)512 << 10;
+  cfg.block_budget = (size_t)768 << 10;
+  cfg.max_alloc_size = (size_t)256 << 20;
+  tslab_t* a = tslab_create(&cfg);
   REQUIRE(a);
+  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  const uint64_t block = 16384; /* one granule */
   CHECK(tslab_sampling_set(a, 1) == TSLAB_OK);
   enum { NSIZES = 7, N = 50 * NSIZES };
   const size_t sizes[NSIZES] = {8, 24, 64, 100, 1000, 5000, tslab_small_max() + 1};
@@ -125,6 +204,48 @@ int main(void) {
   CHECK(tslab_alloc(a, 0, e1) == NULL);
   CHECK(tslab_alloc(a, 16, e2) == NULL);
 
+  /* Request-sized epochs, all on this thread and in blocks. e4 drains and
+   * closes: an untimed close that keeps its block in the hot reserve. */
+  enum { REQ = 32, ENDED = 40, TRIM_SIZE = 256, PER_BLOCK = 16384 / TRIM_SIZE, TRIMMED = 2 };
+  tslab_epoch_t e4 = tslab_epoch_advance(a);
+  CHECK(tslab_epoch_set_label(a, e4, "request:drained") == TSLAB_OK);
+  void* req[REQ];
+  for (size_t i = 0; i < REQ; i++) REQUIRE((req[i] = tslab_alloc(a, 64, e4)));
+  for (size_t i = 0; i < REQ; i++) CHECK(tslab_free(a, req[i]));
+  CHECK(tslab_epoch_close(a, e4) == TSLAB_OK);
+  tslab_stats_global_t g4;
+  REQUIRE(tslab_stats_global(a, &g4) == TSLAB_OK);
+  CHECK(g4.reserve_bytes >= block);
+
+  /* e5 bumps through the reserve's block again, then ends ENDED live
+   * objects (one of them a large span) with a free-all. */
+  tslab_epoch_t e5 = tslab_epoch_advance(a);
+  CHECK(tslab_epoch_set_label(a, e5, "request:free-all") == TSLAB_OK);
+  void* ended[ENDED];
+  for (size_t i = 0; i + 1 < ENDED; i++) REQUIRE((ended[i] = tslab_alloc(a, 48, e5)));
+  REQUIRE((ended[ENDED - 1] = tslab_alloc(a, tslab_small_max() + 1, e5)));
+  tslab_stats_global_t g5;
+  REQUIRE(tslab_stats_global(a, &g5) == TSLAB_OK);
+  CHECK(g5.blocks_reused_total > g4.blocks_reused_total);
+  CHECK_EQ_U(g5.objects_ended_total, 0);
+  CHECK_EQ_U(g5.epochs_freed_all_total, 0);
+  CHECK(tslab_epoch_free_all(a, e5) == TSLAB_OK);
+  CHECK(!tslab_free(a, ended[0])); /* dead */
+
+  /* e6 fills TRIMMED blocks with written objects and keeps the first of
+   * each alive across its close: the close trims every other page of those
+   * blocks (ARCHITECTURE 3.4) and, returning no run, reads no RSS. */
+  tslab_epoch_t e6 = tslab_epoch_advance(a);
+  CHECK(tslab_epoch_set_label(a, e6, "request:trimmed") == TSLAB_OK);
+  void* trim[TRIMMED * PER_BLOCK];
+  for (size_t i = 0; i < TRIMMED * PER_BLOCK; i++) {
+    REQUIRE((trim[i] = tslab_alloc(a, TRIM_SIZE, e6)));
+    memset(trim[i], 0x5a, TRIM_SIZE);
+  }
+  for (size_t i = 0; i < TRIMMED * PER_BLOCK; i++)
+    if (i % PER_BLOCK) CHECK(tslab_free(a, trim[i]));
+  CHECK(tslab_epoch_close(a, e6) == TSLAB_OK);
+
   /* Age e1 and e3 past the exporters' 1 s leak threshold. */
   struct timespec pause = {1, 100 * 1000 * 1000};
   while (nanosleep(&pause, &pause) != 0) {
@@ -152,10 +273,114 @@ int main(void) {
   CHECK_EQ_U(prom_value(prom, "tslab_cross_thread_frees_total"), g.cross_thread_frees_total);
   CHECK_EQ_U(prom_value(prom, "tslab_invalid_frees_total"), g.invalid_frees_total);
   CHECK_EQ_U(prom_value(prom, "tslab_allocation_failures_total"), g.alloc_failures_total);
-  CHECK_EQ_U(g.allocations_total, 2 * N + 1);
+  CHECK_EQ_U(g.allocations_total, 2 * N + 1 + REQ + ENDED + TRIMMED * PER_BLOCK);
   CHECK_EQ_U(g.cross_thread_frees_total, n_remote);
-  CHECK(g.invalid_frees_total >= 1);
+  CHECK(g.invalid_frees_total >= 2);
   CHECK(g.alloc_failures_total >= 2);
+
+  /* Blocks, the hot reserve and free-all: both documents say what the
+   * library says, and the workload made each of them non-zero. */
+  struct {
+    const char *prom, *json;
+    uint64_t lib;
+  } global_new[] = {
+      {"tslab_blocks_in_use", "blocks_in_use", g.blocks_in_use},
+      {"tslab_blocks_created_total", "blocks_created_total", g.blocks_created_total},
+      {"tslab_blocks_reused_total", "blocks_reused_total", g.blocks_reused_total},
+      {"tslab_hot_reserve_bytes", "reserve_bytes", g.reserve_bytes},
+      {"tslab_objects_ended_total", "objects_ended_total", g.objects_ended_total},
+      {"tslab_epochs_freed_all_total", "epochs_freed_all_total", g.epochs_freed_all_total},
+  };
+  for (size_t i = 0; i < sizeof global_new / sizeof global_new[0]; i++) {
+    CHECK_EQ_U(prom_value(prom, global_new[i].prom), global_new[i].lib);
+    CHECK_EQ_U(json_value(json, "global", global_new[i].json), global_new[i].lib);
+    if (global_new[i].lib == 0) fprintf(stderr, "%s is 0\n", global_new[i].prom);
+    CHECK(global_new[i].lib > 0);
+  }
+  CHECK_EQ_U(g.objects_ended_total, ENDED);
+  CHECK_EQ_U(g.epochs_freed_all_total, 1);
+  /* e3's bumping block and e6's two kept blocks at least. */
+  CHECK(g.blocks_in_use >= 1 + TRIMMED);
+  CHECK(g.blocks_reused_total >= 1);
+  /* Its bound holds while the OS accepts every release. */
+  if (g.release_failures_total == 0)
+    CHECK(g.reserve_bytes <= cfg.pool_resident_max + g.thread_caches * cfg.thread_reserve_max);
+  /* Ended objects count as frees: the live counts lost them. */
+  CHECK_EQ_U(prom_value(prom, "tslab_live_objects"), g.live_objects);
+  CHECK_EQ_U(g.live_objects, N + 1 + TRIMMED);
+
+  /* The configuration, in both formats. */
+  struct {
+    const char *prom, *json;
+    uint64_t want;
+  } config[] = {
+      {"tslab_config_reserve_bytes", "reserve_bytes", cfg.reserve_bytes},
+      {"tslab_config_pool_resident_max_bytes", "pool_resident_max", cfg.pool_resident_max},
+      {"tslab_config_thread_reserve_max_bytes", "thread_reserve_max", cfg.thread_reserve_max},
+      {"tslab_config_block_budget_bytes", "block_budget", cfg.block_budget},
+      {"tslab_config_max_alloc_size_bytes", "max_alloc_size", cfg.max_alloc_size},
+  };
+  for (size_t i = 0; i < sizeof config / sizeof config[0]; i++) {
+    CHECK_EQ_U(prom_value(prom, config[i].prom), config[i].want);
+    CHECK_EQ_U(json_value(json, "config", config[i].json), config[i].want);
+  }
+  CHECK_EQ_U(json_value(json, "config", "epoch_ring_size"), cfg.epoch_ring_size);
+  CHECK(strstr(json, "\"release_policy\":\"on_close\",\"advance_policy\":\"skip_open\"") != NULL);
+  CHECK(strstr(prom, "\ntslab_config_info{release_policy=\"on_close\",advance_policy=\"skip_open\"} 1\n") !=
+        NULL);
+
+  /* Size classes, all from one pass: the 8-byte class holds e1's. */
+  tslab_stats_class_t classes[128];
+  size_t n_classes = tslab_stats_classes(a, classes, 128);
+  REQUIRE(n_classes > 0 && classes[0].object_size == 8);
+  CHECK_EQ_U(prom_series(prom, "tslab_class_allocations_total", "class=\"8\"", 0),
+             classes[0].allocations_total);
+  CHECK_EQ_U(classes[0].allocations_total, N / NSIZES);
+
+  /* Close figures of the three request epochs, against tslab_stats_epoch. */
+  tslab_stats_epoch_t s4, s5, s6;
+  REQUIRE(tslab_stats_epoch(a, e4, &s4) == TSLAB_OK);
+  REQUIRE(tslab_stats_epoch(a, e5, &s5) == TSLAB_OK);
+  REQUIRE(tslab_stats_epoch(a, e6, &s6) == TSLAB_OK);
+  const tslab_stats_epoch_t* eps[] = {&s4, &s5, &s6};
+  char obj[2048];
+  for (size_t i = 0; i < 3; i++) {
+    const tslab_stats_epoch_t* s = eps[i];
+    CHECK(s->state == TSLAB_EPOCH_CLOSING);
+    json_epoch(json, s->era, obj, sizeof obj);
+    CHECK_EQ_U(prom_epoch(prom, "tslab_epoch_close_duration_seconds", s->era, 1), s->close_ns);
+    CHECK_EQ_U(json_field(obj, "close_ns"), s->close_ns);
+    CHECK_EQ_U(prom_epoch(prom, "tslab_epoch_released_at_close_bytes", s->era, 0),
+               s->released_at_close_bytes);
+    CHECK_EQ_U(json_field(obj, "released_at_close_bytes"), s->released_at_close_bytes);
+    CHECK_EQ_U(prom_epoch(prom, "tslab_epoch_rss_before_close_bytes", s->era, 0),
+               s->rss_before_close_bytes);
+    CHECK_EQ_U(prom_epoch(prom, "tslab_epoch_rss_after_close_bytes", s->era, 0),
+               s->rss_after_close_bytes);
+    CHECK_EQ_U(prom_epoch(prom, "tslab_epoch_released_bytes_total", s->era, 0),
+               s->released_total_bytes);
+    CHECK_EQ_U(prom_epoch(prom, "tslab_epoch_live_objects", s->era, 0), s->live_objects);
+  }
+  /* e4: request-sized, so its close is not timed; within the reserve it
+   * released nothing and read no RSS. */
+  CHECK_EQ_U(s4.close_ns, 0);
+  CHECK_EQ_U(s4.released_at_close_bytes, 0);
+  CHECK_EQ_U(s4.rss_before_close_bytes, 0);
+  CHECK_EQ_U(s4.live_objects, 0);
+  /* e5: a free-all is always timed; every object ended counts as a free. */
+  CHECK(s5.close_ns > 0);
+  CHECK_EQ_U(s5.live_objects, 0);
+  CHECK_EQ_U(s5.allocations_total, ENDED);
+  CHECK_EQ_U(s5.frees_total, ENDED);
+  /* e6: untimed too, yet it released the trimmed pages (all but the one
+   * page each live object touches), and only those: no RSS read. */
+  CHECK_EQ_U(s6.close_ns, 0);
+  CHECK_EQ_U(s6.live_objects, TRIMMED);
+  if (page < block) CHECK(s6.released_at_close_bytes >= TRIMMED * (block - page));
+  CHECK(s6.released_at_close_bytes <= TRIMMED * block);
+  CHECK(s6.released_total_bytes >= s6.released_at_close_bytes);
+  CHECK_EQ_U(s6.rss_before_close_bytes, 0);
+  CHECK_EQ_U(s6.rss_after_close_bytes, 0);
   tslab_leak_t leaks[16];
   size_t n_leaks = tslab_leak_check(a, 1000000000u, leaks, 16);
   CHECK(n_leaks >= 2);
@@ -165,6 +390,10 @@ int main(void) {
   free(prom);
   for (size_t i = 0; i < N; i++) CHECK(tslab_free(a, kept[i]));
   CHECK(tslab_free(a, leaked));
+  for (size_t i = 0; i < TRIMMED * PER_BLOCK; i += PER_BLOCK) {
+    CHECK(((unsigned char*)trim[i])[TRIM_SIZE - 1] == 0x5a); /* intact */
+    CHECK(tslab_free(a, trim[i]));
+  }
   CHECK(tslab_epoch_unref(a, e3) == TSLAB_OK);
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
