@@ -322,8 +322,9 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
    * the close (7.3 step 6). Every other close is. */
   tslab_tcache_t* user = atomic_load_explicit(&es->user, memory_order_seq_cst);
   bool sole = !atomic_load_explicit(&es->multi, memory_order_seq_cst) && (!user || user == me);
-  bool blocks_only = !user || !(atomic_load_explicit(&user->slots[e & a->ring_mask].classes[0], memory_order_relaxed) |
-                                atomic_load_explicit(&user->slots[e & a->ring_mask].classes[1], memory_order_relaxed));
+  bool blocks_only = (!user || !(atomic_load_explicit(&user->slots[e & a->ring_mask].classes[0], memory_order_relaxed) |
+                                 atomic_load_explicit(&user->slots[e & a->ring_mask].classes[1], memory_order_relaxed))) &&
+                     !__atomic_load_n(&a->heap.spans[e & a->ring_mask], __ATOMIC_ACQUIRE);
   bool timed = forced || was_closed || !sole || !blocks_only;
   uint64_t t0 = timed ? tslab_now_ns() : 0;
   size_t trimmed = 0;

@@ -369,9 +369,8 @@ static const field_t epoch_fields[] = {
     E(released_total_bytes, K_U64, "tslab_epoch_released_bytes_total", "counter",
       "Bytes of the era returned to the OS, at close and by later frees."),
     E(close_ns, K_NS, "tslab_epoch_close_duration_seconds", "gauge",
-      "How long the era's close took (0 while open, and for the untimed close of a "
-      "request-sized era: neither forced nor free-all, used by the closing thread only, in "
-      "blocks only)."),
+      "How long the era's close took (0 while open, and for the untimed close or free-all of a "
+      "request-sized era: not forced, used by the closing thread only, in blocks only)."),
     E(forced_close, K_BOOL, "tslab_epoch_forced_close", "gauge",
       "1 when the era was closed because a new era needed its ring slot."),
 };

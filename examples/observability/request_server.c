@@ -14,9 +14,11 @@
  *   leak       the upload route also forgets to leave its epoch (a reference
  *              held, never closed) at a request rate low enough for the
  *              leaked eras to outlive the 1 s leak threshold
- *   reclaim    batch phases of 16 MiB each, freed and closed: every close
- *              reports RSS before and after; with -L the process memory is
- *              locked, so the kernel refuses to take the pages back
+ *   reclaim    batch phases of 16 MiB each, freed and closed: a close that
+ *              returns runs to the OS reports RSS before and after (one that
+ *              stays within the hot reserve makes no system call and reports
+ *              none); with -L the process memory is locked, so the kernel
+ *              refuses to take the pages back
  *
  * The program counts its own allocations and frees, checks them against the
  * allocator's counters at the end, and writes them as JSON (-c) so a test can
