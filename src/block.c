@@ -71,6 +71,13 @@ static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
  * descriptor and the old one waits in limbo. */
 static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_t era) {
   uint32_t used_words = (b->bumped >> 6) + 1;
+  /* Handles into the block's last use must stop matching: its granule's
+   * generation base moves past the generation they carry (section 8), and
+   * the next use takes it (block_format). */
+  _Atomic uint16_t* base = &a->gen_base[tslab_run_index(a, b)];
+  uint16_t next = (uint16_t)(b->gen + 1);
+  if ((int16_t)(next - atomic_load_explicit(base, memory_order_relaxed)) > 0)
+    atomic_store_explicit(base, next, memory_order_relaxed);
   if (!tslab_grace_quiet(a, tc)) {
     pthread_mutex_lock(&a->heap.mu);
     tslab_run_t* d = tslab_heap_fresh_desc(a, tc, b);
