@@ -199,6 +199,30 @@ TSLAB_API void* tslab_aligned_alloc(tslab_t* a, size_t alignment, size_t size, t
 TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tslab_handle_t* out) {
   if (!out) return fail_alloc(a, TSLAB_ERR_INVALID_ARGUMENT);
   *out = 0;
+  /* Fast path: a set-aside slot of the bin's current slab, which has its
+   * slot generations already, when the slot's block would not serve the
+   * size (typed pools in long-lived epochs). */
+  if (likely(a != NULL && size - 1 < a->fast_max && tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
+    tslab_tcache_t* tc = tslab_tls_last.tc;
+    uint32_t slot = (uint32_t)(e & a->ring_mask);
+    tslab_slot_cache_t* sc = &tc->slots[slot];
+    tslab_busy_enter(tc);
+    if (atomic_load_explicit(&a->ring[slot].state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
+        ((size + 15) & ~(size_t)15) > (size_t)(sc->end - sc->top)) {
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
+      uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+      tslab_run_t* s = bin->cur;
+      _Atomic uint16_t* g = s ? atomic_load_explicit(&s->gens, memory_order_relaxed) : NULL;
+      if (m != 0 && g != NULL) {
+        uint32_t idx = (uint32_t)((bin->word - s->bits) / 2) * 64 + (uint32_t)__builtin_ctzll(m);
+        void* p = bin_pop(bin, m);
+        *out = handle_pack(a, atomic_load_explicit(&g[idx], memory_order_relaxed), s->start, idx);
+        tslab_busy_exit(tc);
+        return p;
+      }
+    }
+    tslab_busy_exit(tc);
+  }
   return alloc_general(a, size, 0, e, out);
 }
 
@@ -461,14 +485,14 @@ TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
 
 /* The object a handle names, if it is live: found and checked in a fenced
  * window (section 4). */
-static void* handle_target(tslab_t* a, tslab_handle_t h) {
-  if (!a || h == 0) return NULL;
+/* The object handle h names, if it is live and the generation matches; in
+ * the caller's fenced window. */
+static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
+  if (h == 0) return NULL;
   uint16_t gen = (uint16_t)((h >> (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) - a->gen_seed);
   uintptr_t start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT;
   uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
   if (start - (uintptr_t)a->base >= a->reserve) return NULL;
-  tslab_tcache_t* tc = tslab_tcache_find(a);
-  tslab_window_enter(a, tc);
   void* p = NULL;
   tslab_run_view_t v;
   if (tslab_run_view(a, (void*)start, &v) && (uintptr_t)v.start == start) {
@@ -487,6 +511,14 @@ static void* handle_target(tslab_t* a, tslab_handle_t h) {
       if (match) p = v.start + (size_t)idx * v.obj_size;
     }
   }
+  return p;
+}
+
+static void* handle_target(tslab_t* a, tslab_handle_t h) {
+  if (!a) return NULL;
+  tslab_tcache_t* tc = tslab_tcache_find(a);
+  tslab_window_enter(a, tc);
+  void* p = handle_target_in_window(a, h);
   tslab_window_exit(a, tc);
   return p;
 }
@@ -498,7 +530,39 @@ TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h) {
 }
 
 TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
-  void* p = handle_target(a, h);
-  if (!p) return fail_free(a, a ? TSLAB_ERR_INVALID_HANDLE : TSLAB_ERR_INVALID_ARGUMENT);
-  return tslab_free(a, p);
+  if (!a) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
+  /* Fast path: a slab slot of a run this thread owns, in an active era:
+   * the generation is checked and the slot freed in one owner window. */
+  uint16_t gen = (uint16_t)((h >> (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) - a->gen_seed);
+  uintptr_t start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT;
+  uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
+  uintptr_t off = start - (uintptr_t)a->base;
+  if (likely(h != 0 && off < a->reserve)) {
+    tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+    tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
+    if (tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id()) {
+      tslab_busy_enter(tc);
+      uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
+      _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
+      if (tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc &&
+          (uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
+        /* The run is this thread's: nobody else frees its slots' local
+         * bits or moves their generations meanwhile. */
+        if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen && free_local_bits(s, idx))
+          return free_local_finish(a, tc, s, idx); /* bumps the generation, ends the window */
+        tslab_busy_exit(tc);
+        return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
+      }
+      tslab_busy_exit(tc);
+    }
+  }
+  /* Otherwise the handle is checked and its object freed in one fenced
+   * window, so the slot cannot be freed and handed out again in between. */
+  tslab_tcache_t* tc = tslab_tcache_get(a);
+  tslab_window_enter(a, tc);
+  void* p = handle_target_in_window(a, h);
+  bool ok = p && free_in_window(a, tc, p);
+  tslab_window_exit(a, tc);
+  if (!ok) return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
+  return true;
 }
