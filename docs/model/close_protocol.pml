@@ -343,7 +343,11 @@ inline nonowner_free(t, i, st, m, old) {
 
 /* Owner collection of remote frees (owner window, era ACTIVE; or the closer
  * on a block, owner quiescent): only after a hint, which it takes with an
- * exchange before it reads the words. */
+ * exchange before it reads the words. (A load of the hint and a later plain
+ * store of 0, before the words are read, would do here, where everything but
+ * `busy` is sequentially consistent; in the code, even on x86, the store can
+ * land after a freer's fetch_or and hint store that the owner's word loads
+ * missed, and that free would wait for the close.) */
 inline collect(r, tmp) {
   if
 #ifndef HINT_CLEARED_AFTER
