@@ -8,7 +8,7 @@
 # detached path, the registration's re-read, the order of CLOSING and the
 # reads of the users, the sole-user test, the grace check, the hint's
 # exchange, trim before live). TSLAB_MODEL_FULL=1 runs larger bounds (about
-# ten times longer, 4 GB of memory) instead of CI's.
+# four times longer, 4.5 GB of memory) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/install-deps.sh spin gcc >/dev/null
