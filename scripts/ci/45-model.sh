@@ -12,10 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/install-deps.sh spin gcc >/dev/null
-model=$PWD/docs/model/close_protocol.pml
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A copy in the working directory, where pan writes its trail for spin -t.
+cp docs/model/close_protocol.pml "$work/"
 cd "$work"
+model=close_protocol.pml
 
 # run NAME EXPECT SPIN_DEFS PAN_CFLAGS PAN_ARGS: EXPECT is "pass" or "fail".
 # Runs expected to fail stop at their first counterexample, after a few
@@ -45,6 +47,7 @@ run() {
   echo "model: $name: $stored states, errors: $errors ($(( $(date +%s) - t0 ))s)"
   if [ "$expect" = pass ] && [ "$errors" != 0 ]; then
     echo "$out" >&2
+    # shellcheck disable=SC2086
     spin -t -p $defs "$model" >&2 || true
     exit 1
   fi
