@@ -44,7 +44,9 @@
  * (section 4), owner windows do not (section 6, light); membarrier drains
  * every thread's buffer at one point of the closer (a full barrier on each
  * running thread, a context switch on the others). The store that leaves a
- * window is not buffered: seen late, it could only make others wait longer.
+ * window is not buffered: seen late, it could only make others wait longer;
+ * for the same reason the counter may wrap (a waiter that finds the value it
+ * recorded again, two windows later, waits for one more).
  * Owner read-modify-writes of alloc[] and `used` are a plain load and a
  * plain store, so a concurrent atomic update by another thread can be lost,
  * as it would be in the code. Everything else (the era state and its CAS,
