@@ -610,6 +610,9 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
   tslab_heap_t* h = &a->heap;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* chain = NULL;
+  /* The stamp is read before the runs' kinds change below. That is safe
+   * because every seal runs under this mutex too (grace.c is only polled
+   * from the heap): no seal can complete between the stamp and the stores. */
   uint64_t stamp = tslab_grace_stamp(a);
   while (list) {
     tslab_run_t* r = list;
