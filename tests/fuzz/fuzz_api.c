@@ -5,11 +5,12 @@
  * predicts the result of every call: the status, and for an allocation
  * whether it is bumped out of the era's block (at which address), starts a
  * new block, or comes from a class slab or a span, and so its exact usable
- * size. After every step the allocator's own checker must find nothing, the
- * statistics must match the model, and every live object must still hold
- * the pattern written when it was allocated (also after its epoch closed and
- * its block was trimmed). Any divergence aborts, which both libFuzzer and the
- * corpus replay test (replay_main.c) report as a failure.
+ * size. Every live object must still hold the pattern written when it was
+ * allocated (also after its epoch closed and its block was trimmed), the
+ * statistics must match the model and the allocator's own checker must find
+ * nothing (after every step or every few, see check_all). Any divergence
+ * aborts, which both libFuzzer and the corpus replay test (replay_main.c)
+ * report as a failure.
  *
  * The driver is single-threaded: cross-thread paths are the business of the
  * concurrency tests and the model check. */
@@ -34,7 +35,7 @@
 #define SPAN_SMALL ((size_t)128 << 10)   /* most spans stay below this */
 #define GRANULE ((size_t)16 << 10)
 #define BLOCK_BYTES GRANULE              /* a block is one granule (docs/ARCHITECTURE.md 3.4) */
-#define BLOCK_OBJ_MAX ((size_t)4 << 10)  /* larger objects never go to blocks */
+#define BLOCK_OBJ_MAX ((size_t)4 << 10)  /* larger objects never start a block */
 #define PATTERN_WHOLE ((size_t)64 << 10) /* larger objects: head and tail only */
 #define PATTERN_EDGE ((size_t)4 << 10)
 #define QUICK_EDGE 32
@@ -57,7 +58,9 @@
  *    bytes twice, freed ones too (test_known_bug_epoch_live_bytes);
  * 3. an object above 4 KiB is bumped into the era's block when it fits the
  *    rest of it, where docs/ARCHITECTURE.md 3.4 sends it to a class slab
- *    (test_known_bug_block_object_max). */
+ *    (test_known_bug_block_object_max);
+ * 4. a free-all of an open era leaves its statistics with a negative count
+ *    of runs and resident bytes (test_known_bug_free_all_era_runs). */
 #ifndef TSLAB_FUZZ_KNOWN_BUGS
 #define TSLAB_FUZZ_KNOWN_BUGS 1
 #endif
@@ -154,6 +157,9 @@ static struct {
   uint64_t blocks_taken;     /* blocks started (created or reused) */
   uint64_t ended;            /* objects ended by free-all closes */
   uint64_t freed_all;        /* free-all closes */
+  uint64_t allocs, frees;    /* successful allocations and frees (free-all ends count) */
+  uint64_t slot_allocs[256], slot_frees[256]; /* of the era each slot holds */
+  uint64_t fails[TSLAB_ERR_NOT_SUPPORTED + 1]; /* failed allocations by status */
   void* foreign;
   void* other;               /* a live object of instance b */
   tslab_handle_t other_h;
@@ -266,8 +272,23 @@ static void model_advance(void) {
   m.cur = e;
   m.slot_era[e % m.ring] = e;
   m.slot_closed[e % m.ring] = false;
+  m.slot_allocs[e % m.ring] = m.slot_frees[e % m.ring] = 0;
   bump_reset(e);
 }
+
+/* Counts of allocations, frees and failures the instance must show. An
+ * era's own counts go to its slot only while the slot holds it. */
+static void count_alloc(uint64_t e) {
+  m.allocs++;
+  if (m.slot_era[e % m.ring] == e) m.slot_allocs[e % m.ring]++;
+}
+
+static void count_free(uint64_t e) {
+  m.frees++;
+  if (m.slot_era[e % m.ring] == e) m.slot_frees[e % m.ring]++;
+}
+
+static void count_fail(int status) { m.fails[status]++; }
 
 static int model_close(uint64_t e) {
   int st = epoch_status(e);
@@ -420,6 +441,7 @@ static bool check_alloc_result(void* p, size_t size, uint64_t e, plan_t* pl, con
                 (unsigned long long)e, want);
     if (got != want) FAIL("%s(%zu, era %llu): status %d, expected %d", what, size,
                           (unsigned long long)e, got, want);
+    count_fail(want);
     return false;
   }
   if (!p) {
@@ -427,9 +449,11 @@ static bool check_alloc_result(void* p, size_t size, uint64_t e, plan_t* pl, con
         !oom_allowed(pl->need))
       FAIL("%s(%zu, era %llu) failed with status %d", what, size, (unsigned long long)e, got);
     plan_failed(pl, e);
+    count_fail(TSLAB_ERR_OUT_OF_MEMORY);
     return false;
   }
   plan_placed(pl, p, size, e);
+  count_alloc(e);
   return true;
 }
 
@@ -480,6 +504,7 @@ static void add_obj(void* p, size_t size, uint64_t e, tslab_handle_t h, bool zer
   if (m.nobjs == MAX_OBJS) {
     /* Model full: free it again at once, it has served its purpose. */
     if (!tslab_free(m.a, p)) FAIL("free of a fresh allocation failed");
+    count_free(e);
     return;
   }
   m.objs[m.nobjs] = o;
@@ -492,7 +517,9 @@ static void remember_stale(void* p, tslab_handle_t h) {
   m.stale_n++;
 }
 
+/* o was freed (or ended by a free-all): out of the model. */
 static void forget(obj_t* o) {
+  count_free(o->era);
   remember_stale(o->p, o->h);
   *o = m.objs[--m.nobjs];
 }
@@ -530,6 +557,7 @@ static void op_alloc(input_t* in, int kind) {
     if (u8(in) == 0xff) { /* count * size overflows */
       void* p = tslab_calloc(m.a, SIZE_MAX / 2 + 1, 2 + size, e);
       if (p || tslab_last_error() != TSLAB_ERR_BAD_SIZE) FAIL("calloc overflow accepted");
+      count_fail(TSLAB_ERR_BAD_SIZE);
       return;
     }
     /* Zeroing is the allocator's work, paid per byte: keep it bounded. */
@@ -563,6 +591,7 @@ static void op_aligned(input_t* in) {
   if (bad) {
     if (p || tslab_last_error() != TSLAB_ERR_BAD_ALIGNMENT)
       FAIL("alignment %zu accepted (status %d)", align, tslab_last_error());
+    count_fail(TSLAB_ERR_BAD_ALIGNMENT);
     return;
   }
   if (!check_alloc_result(p, size, e, &pl, "aligned_alloc")) return;
@@ -668,6 +697,7 @@ static void op_realloc(input_t* in) {
       FAIL("realloc(%zu -> %zu, era %llu) failed with status %d, expected %d%s", o->size, size,
            (unsigned long long)o->era, got, want, in_place ? " (in place)" : "");
     }
+    count_fail(got);
     verify(o, SIZE_MAX);
     return;
   }
@@ -678,6 +708,8 @@ static void op_realloc(input_t* in) {
   if (!in_place) {
     if (find_obj(q)) FAIL("%p handed out twice", (void*)q);
     plan_placed(&pl, q, size, o->era);
+    count_alloc(o->era);
+    count_free(o->era);
     remember_stale(o->p, o->h);
     o->p = q;
     o->h = 0;
@@ -740,6 +772,10 @@ static void check_epoch_stats(uint64_t e) {
   for (unsigned i = 0; i < m.nobjs; i++)
     if (m.objs[i].era == e) live++, bytes += m.objs[i].usable;
   if (TSLAB_FUZZ_KNOWN_BUGS && st == TSLAB_OK) bytes = es.live_bytes; /* known defect 2 */
+  if (es.allocations_total != m.slot_allocs[e % m.ring] || es.frees_total != m.slot_frees[e % m.ring])
+    FAIL("stats_epoch(%llu): %llu allocations and %llu frees, the model has %llu and %llu",
+         (unsigned long long)e, (unsigned long long)es.allocations_total, (unsigned long long)es.frees_total,
+         (unsigned long long)m.slot_allocs[e % m.ring], (unsigned long long)m.slot_frees[e % m.ring]);
   if (es.era != e || es.live_objects != live || es.live_bytes != bytes ||
       es.state != (st == TSLAB_OK ? TSLAB_EPOCH_ACTIVE : TSLAB_EPOCH_CLOSING))
     FAIL("stats_epoch(%llu): era %llu, state %d, %llu live objects of %llu bytes; the model has "
@@ -825,6 +861,15 @@ static void op_free_all(input_t* in) {
     }
   }
   check_epoch_stats(e);
+  /* Its memory went back: the era holds no slab, block or span (known
+   * defect 4: fewer than none). */
+  tslab_stats_epoch_t es;
+  if (tslab_stats_epoch(m.a, e, &es) != TSLAB_OK) FAIL("stats_epoch(%llu) after its free-all", (unsigned long long)e);
+  bool holds = TSLAB_FUZZ_KNOWN_BUGS ? (int64_t)es.slabs > 0 || (int64_t)es.rss_estimate_bytes > 0
+                                     : es.slabs != 0 || es.rss_estimate_bytes != 0;
+  if (holds)
+    FAIL("free_all(%llu): the era still holds %llu runs of %llu bytes", (unsigned long long)e,
+         (unsigned long long)es.slabs, (unsigned long long)es.rss_estimate_bytes);
 }
 
 /* Maintenance: the hot reserve released on demand, thread flush, and the
@@ -1008,6 +1053,23 @@ static void check_all(int level) {
   if (g.invalid_frees_total != m.invalid_frees)
     FAIL("stats: %llu invalid frees counted, %llu made", (unsigned long long)g.invalid_frees_total,
          (unsigned long long)m.invalid_frees);
+  if (g.allocations_total != m.allocs || g.frees_total != m.frees)
+    FAIL("stats: %llu allocations and %llu frees, the model has %llu and %llu",
+         (unsigned long long)g.allocations_total, (unsigned long long)g.frees_total,
+         (unsigned long long)m.allocs, (unsigned long long)m.frees);
+  if (g.alloc_fail_closed_total != m.fails[TSLAB_ERR_EPOCH_CLOSED] ||
+      g.alloc_fail_stale_total != m.fails[TSLAB_ERR_EPOCH_STALE] ||
+      g.alloc_fail_unknown_total != m.fails[TSLAB_ERR_EPOCH_UNKNOWN] ||
+      g.alloc_fail_size_total != m.fails[TSLAB_ERR_BAD_SIZE] + m.fails[TSLAB_ERR_BAD_ALIGNMENT] ||
+      g.alloc_fail_oom_total != m.fails[TSLAB_ERR_OUT_OF_MEMORY])
+    FAIL("stats: failed allocations (closed, stale, unknown, size, memory) %llu %llu %llu %llu %llu, "
+         "the model has %llu %llu %llu %llu %llu",
+         (unsigned long long)g.alloc_fail_closed_total, (unsigned long long)g.alloc_fail_stale_total,
+         (unsigned long long)g.alloc_fail_unknown_total, (unsigned long long)g.alloc_fail_size_total,
+         (unsigned long long)g.alloc_fail_oom_total, (unsigned long long)m.fails[TSLAB_ERR_EPOCH_CLOSED],
+         (unsigned long long)m.fails[TSLAB_ERR_EPOCH_STALE], (unsigned long long)m.fails[TSLAB_ERR_EPOCH_UNKNOWN],
+         (unsigned long long)(m.fails[TSLAB_ERR_BAD_SIZE] + m.fails[TSLAB_ERR_BAD_ALIGNMENT]),
+         (unsigned long long)m.fails[TSLAB_ERR_OUT_OF_MEMORY]);
   if (g.blocks_created_total + g.blocks_reused_total != m.blocks_taken)
     FAIL("stats: %llu blocks started, the model has %llu",
          (unsigned long long)(g.blocks_created_total + g.blocks_reused_total), (unsigned long long)m.blocks_taken);
