@@ -31,6 +31,7 @@
 /* A small instance: every run the fuzzer makes is faulted in by the page
  * heap, so the memory an input touches is what its run time is made of. */
 #define RESERVE ((size_t)32 << 20)
+#define RESERVE_SMALL ((size_t)4 << 20)  /* the smallest: allocations run out of memory */
 #define MAX_ALLOC ((size_t)68 << 14)     /* max_alloc_size: spans past the heap's exact bins */
 #define SPAN_SMALL ((size_t)128 << 10)   /* most spans stay below this */
 #define GRANULE ((size_t)16 << 10)
@@ -342,7 +343,7 @@ static size_t pick_size(input_t* in) {
 static bool oom_allowed(size_t need) {
   tslab_stats_global_t g;
   tslab_stats_global(m.a, &g);
-  return g.committed_bytes + need > RESERVE;
+  return g.committed_bytes + need > m.cfg.reserve_bytes;
 }
 
 /* Where an allocation of size bytes at the alignment (0: none) in era e
@@ -1094,8 +1095,10 @@ static void check_all(int level) {
            (unsigned long long)cs[c].live_objects, (unsigned long long)class_live[c]);
 }
 
-/* The configuration byte: block budget, per-thread and pool reserves. Small
- * budgets make an era move from blocks to class slabs within one input. */
+/* The configuration byte: block budget, per-thread and pool reserves, and
+ * (one input in eight) the smallest reservation, which a few spans fill.
+ * Small budgets make an era move from blocks to class slabs within one
+ * input. */
 static void config_from(uint8_t c, tslab_config_t* cfg) {
   static const size_t budget[] = {(size_t)1 << 20, 0, 16 << 10, 64 << 10,
                                   20 << 10, 32 << 10, 48 << 10, 256 << 10};
@@ -1104,6 +1107,7 @@ static void config_from(uint8_t c, tslab_config_t* cfg) {
   cfg->block_budget = budget[c & 7];
   cfg->thread_reserve_max = thread_reserve[c >> 3 & 3];
   cfg->pool_resident_max = pool[c >> 5 & 3];
+  cfg->reserve_bytes = (c & 0x80) && (c & 3) == 3 ? RESERVE_SMALL : RESERVE;
 }
 
 static void setup(input_t* in) {
@@ -1121,7 +1125,6 @@ static void setup(input_t* in) {
 #else
   m.thorough = first >= 0xc0 && cfg.epoch_ring_size <= 8;
 #endif
-  cfg.reserve_bytes = RESERVE;
   cfg.max_alloc_size = MAX_ALLOC;
   uint8_t policy = u8(in);
   static const tslab_release_policy_t release[] = {TSLAB_RELEASE_ON_CLOSE, TSLAB_RELEASE_EAGER,
@@ -1148,8 +1151,12 @@ static void setup(input_t* in) {
   static void* other_obj;
   static tslab_handle_t other_h;
   if (!other) {
-    cfg.epoch_ring_size = 4;
-    other = tslab_create(&cfg);
+    tslab_config_t oc;
+    tslab_config_init(&oc);
+    oc.epoch_ring_size = 4;
+    oc.reserve_bytes = RESERVE;
+    oc.max_alloc_size = MAX_ALLOC;
+    other = tslab_create(&oc);
     other_obj = other ? tslab_alloc_handle(other, 64, 1, &other_h) : NULL;
     if (!other_obj) FAIL("setup of the other instance failed");
     memset(other_obj, 0x5a, 64);

@@ -95,11 +95,13 @@ def maintain(what):
 
 
 def setup(ring=2, policy=ON_CLOSE, budget=1 << 20, thread_reserve=256 << 10, pool=1 << 20,
-          thorough=False):
-    """thorough: check everything after every step (rings up to 8 slots)."""
+          thorough=False, small_reserve=False):
+    """thorough: check everything after every step (rings up to 8 slots);
+    small_reserve: a 4 MiB reservation (budgets of 64 or 256 KiB only)."""
     first = RING_SHIFT.index(ring.bit_length() - 2) | (0xC0 if thorough else 0)
     config = BUDGETS.index(budget) | THREAD_RESERVES.index(thread_reserve) << 3 | POOLS.index(pool) << 5
-    return bytes([first, policy, config])
+    assert not small_reserve or config & 3 == 3
+    return bytes([first, policy, config | (0x80 if small_reserve else 0)])
 
 
 def seeds():
@@ -223,6 +225,18 @@ def seeds():
     body += maintain(RESERVE_RELEASE_NULL) + maintain(THREAD_FLUSH) + maintain(STATS_EPOCHS)
     s["reserve"] = setup(8, thread_reserve=40 << 10, pool=64 << 10) + body
     s["reserve_pooled"] = setup(8, POOLED, thread_reserve=16 << 10, pool=16 << 10) + body
+
+    # out of memory: spans fill the smallest reservation; allocations fail
+    # and succeed again once memory is freed or released
+    body = epochs(ADVANCE)
+    for i in range(6):
+        body += alloc(size(11, 2)) + alloc(size(9, 600000 + i))
+    body += burst(32, 3000, big=True) + alloc(size(8)) + aligned(20, size(9, 1))
+    body += free(0) + free(1) + maintain(RESERVE_RELEASE) + alloc(size(11, 2))
+    body += epochs(CLOSE, ERA_CUR) + epochs(ADVANCE) + alloc(size(9, 900000))
+    body += free_all(ERA_PREV) + alloc(size(11, 2)) + burst(32, 3000, big=True)
+    s["out_of_memory"] = setup(4, budget=64 << 10, small_reserve=True) + body
+    s["out_of_memory_eager"] = setup(4, EAGER, budget=256 << 10, small_reserve=True) + body
 
     rng = random.Random(6)
     for i in range(4):
