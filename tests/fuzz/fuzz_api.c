@@ -12,8 +12,11 @@
  * aborts, which both libFuzzer and the corpus replay test (replay_main.c)
  * report as a failure.
  *
- * The driver is single-threaded: cross-thread paths are the business of the
- * concurrency tests and the model check. */
+ * The driver is sequential: a second thread makes some frees and queries,
+ * one at a time while the driver waits (see call), so that they take the
+ * paths of a thread that does not own the memory; races are the business of
+ * the concurrency tests and the model check. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +164,7 @@ static struct {
   uint64_t allocs, frees;    /* successful allocations and frees (free-all ends count) */
   uint64_t slot_allocs[256], slot_frees[256]; /* of the era each slot holds */
   uint64_t fails[TSLAB_ERR_NOT_SUPPORTED + 1]; /* failed allocations by status */
+  uint64_t xfrees;           /* frees by the other thread */
   void* foreign;
   void* other;               /* a live object of instance b */
   tslab_handle_t other_h;
@@ -525,6 +529,89 @@ static void forget(obj_t* o) {
   *o = m.objs[--m.nobjs];
 }
 
+/* ---- the other thread ---------------------------------------------------- */
+
+/* A call the driver makes from its own thread or from the other one. */
+typedef struct {
+  enum { C_FREE, C_FREE_HANDLE, C_HANDLE_GET, C_QUERY } what;
+  void* p;
+  tslab_handle_t h;
+  bool ok;
+  void* got;
+  size_t usable;
+  uint64_t era;
+} call_t;
+
+static void call_run(call_t* c) {
+  switch (c->what) {
+    case C_FREE: c->ok = tslab_free(m.a, c->p); break;
+    case C_FREE_HANDLE: c->ok = tslab_free_handle(m.a, c->h); break;
+    case C_HANDLE_GET: c->got = tslab_handle_get(m.a, c->h); break;
+    default:
+      c->usable = tslab_usable_size(m.a, c->p);
+      c->era = tslab_epoch_of(m.a, c->p);
+      break;
+  }
+}
+
+/* The other thread: started by an input's first call from it, it runs one
+ * call at a time and ends with the input (its exit abandons its cache). */
+static struct {
+  pthread_t t;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  call_t* req;
+  bool quit, running;
+} other_thread = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void* other_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&other_thread.mu);
+  for (;;) {
+    while (!other_thread.req && !other_thread.quit) pthread_cond_wait(&other_thread.cv, &other_thread.mu);
+    if (!other_thread.req) break;
+    call_run(other_thread.req);
+    other_thread.req = NULL;
+    pthread_cond_broadcast(&other_thread.cv);
+  }
+  pthread_mutex_unlock(&other_thread.mu);
+  return NULL;
+}
+
+static void call(call_t* c, bool remote) {
+  if (!remote) {
+    call_run(c);
+    return;
+  }
+  if (!other_thread.running) {
+    other_thread.quit = false;
+    if (pthread_create(&other_thread.t, NULL, other_main, NULL) != 0) FAIL("pthread_create failed");
+    other_thread.running = true;
+  }
+  pthread_mutex_lock(&other_thread.mu);
+  other_thread.req = c;
+  pthread_cond_broadcast(&other_thread.cv);
+  while (other_thread.req) pthread_cond_wait(&other_thread.cv, &other_thread.mu);
+  pthread_mutex_unlock(&other_thread.mu);
+}
+
+static void other_thread_stop(void) {
+  if (!other_thread.running) return;
+  pthread_mutex_lock(&other_thread.mu);
+  other_thread.quit = true;
+  pthread_cond_broadcast(&other_thread.cv);
+  pthread_mutex_unlock(&other_thread.mu);
+  pthread_join(other_thread.t, NULL);
+  other_thread.running = false;
+}
+
+static bool call_free(void* p, tslab_handle_t h, bool remote) {
+  call_t c = {.what = h ? C_FREE_HANDLE : C_FREE, .p = p, .h = h};
+  call(&c, remote);
+  if (c.ok && remote && (p || h)) m.xfrees++; /* (free(NULL) frees nothing) */
+  return c.ok;
+}
+
 /* ---- operations --------------------------------------------------------- */
 
 static void alloc_one(size_t size, uint64_t e, int kind, size_t count) {
@@ -600,19 +687,19 @@ static void op_aligned(input_t* in) {
   add_obj(p, size, e, 0, false, &pl);
 }
 
-static void op_free_live(input_t* in) {
+/* remote: from the other thread. */
+static void op_free_live(input_t* in, bool remote) {
   if (!m.nobjs) return;
   obj_t* o = &m.objs[u8(in) % m.nobjs];
   bool by_handle = o->h && (u8(in) & 1);
   verify(o, SIZE_MAX);
-  bool ok = by_handle ? tslab_free_handle(m.a, o->h) : tslab_free(m.a, o->p);
-  if (!ok) FAIL("valid free of object %llu refused", (unsigned long long)o->id);
   void* p = o->p;
-  tslab_handle_t h = o->h;
+  tslab_handle_t h = by_handle ? o->h : 0;
+  if (!call_free(p, h, remote)) FAIL("valid free of object %llu refused", (unsigned long long)o->id);
   forget(o);
-  if (u8(in) & 1) { /* double free, at once */
-    bool again = by_handle ? tslab_free_handle(m.a, h) : tslab_free(m.a, p);
-    if (again) FAIL("double free of %p accepted", p);
+  uint8_t again = u8(in);
+  if (again & 1) { /* double free, at once, from either thread */
+    if (call_free(p, h, remote != ((again & 2) != 0))) FAIL("double free of %p accepted", p);
     m.invalid_frees++;
   }
 }
@@ -640,11 +727,16 @@ static void* bad_pointer(input_t* in, unsigned char* stack_byte) {
   }
 }
 
-static void op_free_bad(input_t* in) {
+static void op_free_bad(input_t* in, bool remote) {
   unsigned char stack_byte = 0;
   void* p = bad_pointer(in, &stack_byte);
   obj_t* o = find_obj(p);
-  bool ok = tslab_free(m.a, p);
+  call_t q = {.what = C_QUERY, .p = p};
+  call(&q, remote);
+  if (q.usable != (o ? o->usable : 0) || q.era != (o ? o->era : 0))
+    FAIL("usable_size/epoch_of(%p) = %zu/%llu, expected %zu/%llu", p, q.usable, (unsigned long long)q.era,
+         o ? o->usable : 0, (unsigned long long)(o ? o->era : 0));
+  bool ok = call_free(p, 0, remote);
   if (p == NULL || o) {
     if (!ok) FAIL("free(%p) refused, the model says it is live or NULL", p);
     if (o) forget(o);
@@ -652,8 +744,6 @@ static void op_free_bad(input_t* in) {
   }
   if (ok) FAIL("free of a bad pointer %p accepted", p);
   m.invalid_frees++;
-  if (tslab_usable_size(m.a, p) != 0 || tslab_epoch_of(m.a, p) != 0)
-    FAIL("usable_size/epoch_of answer for the bad pointer %p", p);
 }
 
 /* tslab_realloc keeps an object in place when the new size fits its usable
@@ -725,7 +815,7 @@ static void op_realloc(input_t* in) {
   fill(o);
 }
 
-static void op_handles(input_t* in) {
+static void op_handles(input_t* in, bool remote) {
   uint8_t s = u8(in);
   uint32_t v = u32(in);
   tslab_handle_t h;
@@ -740,7 +830,9 @@ static void op_handles(input_t* in) {
       break;
   }
   obj_t* o = find_handle(h);
-  void* p = tslab_handle_get(m.a, h);
+  call_t c = {.what = C_HANDLE_GET, .h = h};
+  call(&c, remote);
+  void* p = c.got;
   /* A forged handle may happen to name a live slot with its current
    * generation: then it is a valid name of that object. (Known defect 1:
    * so may a stale handle of a block object.) */
@@ -751,7 +843,10 @@ static void op_handles(input_t* in) {
   if (p != (o ? o->p : NULL))
     FAIL("handle_get(%#llx) = %p, expected %p", (unsigned long long)h, p, o ? (void*)o->p : NULL);
   if (!(s & 0x80)) return;
-  bool ok = tslab_free_handle(m.a, h);
+  c = (call_t){.what = C_FREE_HANDLE, .h = h};
+  call(&c, remote);
+  bool ok = c.ok;
+  if (ok && remote) m.xfrees++;
   if (ok != (o != NULL)) FAIL("free_handle(%#llx) = %d", (unsigned long long)h, ok);
   if (o) {
     forget(o);
@@ -1054,6 +1149,9 @@ static void check_all(int level) {
   if (g.invalid_frees_total != m.invalid_frees)
     FAIL("stats: %llu invalid frees counted, %llu made", (unsigned long long)g.invalid_frees_total,
          (unsigned long long)m.invalid_frees);
+  if (g.cross_thread_frees_total != m.xfrees)
+    FAIL("stats: %llu cross-thread frees, the model has %llu", (unsigned long long)g.cross_thread_frees_total,
+         (unsigned long long)m.xfrees);
   if (g.allocations_total != m.allocs || g.frees_total != m.frees)
     FAIL("stats: %llu allocations and %llu frees, the model has %llu and %llu",
          (unsigned long long)g.allocations_total, (unsigned long long)g.frees_total,
@@ -1168,6 +1266,7 @@ static void setup(input_t* in) {
 
 static void teardown(void) {
   step = MAX_OPS + 1;
+  other_thread_stop();
   for (unsigned i = 0; i < m.nobjs; i++) verify(&m.objs[i], SIZE_MAX);
   while (m.depth) {
     dom_t* d = &m.doms[m.stack[m.depth - 1]];
@@ -1197,9 +1296,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
   input_t in = {data, len, 0};
   setup(&in);
   for (step = 1; step <= MAX_OPS && in.pos < in.len; step++) {
-    uint8_t op = u8(&in) % 16;
-    TRACE("step %u: op %u at byte %zu, %u objects, era %llu\n", step, op, in.pos - 1, m.nobjs,
-          (unsigned long long)m.cur);
+    uint8_t byte = u8(&in), op = byte % 16;
+    bool remote = byte & 0x80; /* frees, handles: from the other thread */
+    TRACE("step %u: op %u%s at byte %zu, %u objects, era %llu\n", step, op, remote ? " (other thread)" : "",
+          in.pos - 1, m.nobjs, (unsigned long long)m.cur);
     switch (op) {
       case 0:
       case 1: op_alloc(&in, 0); break;
@@ -1207,10 +1307,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
       case 3: op_alloc(&in, 2); break;
       case 4: op_aligned(&in); break;
       case 5:
-      case 6: op_free_live(&in); break;
-      case 7: op_free_bad(&in); break;
+      case 6: op_free_live(&in, remote); break;
+      case 7: op_free_bad(&in, remote); break;
       case 8: op_realloc(&in); break;
-      case 9: op_handles(&in); break;
+      case 9: op_handles(&in, remote); break;
       case 10: op_epochs(&in); break;
       case 11: op_domains(&in); break;
       case 12: op_free_all(&in); break;

@@ -61,13 +61,20 @@ def aligned(shift, sz, era=ERA_CUR):
     return bytes([ALIGNED, shift]) + sz + bytes([era])
 
 
-def free(index, handle=None, double=False):
+OTHER = 0x80  # on an operation byte: frees and handle calls from the other thread
+
+
+def free(index, handle=None, double=False, other=False, double_other=None):
     """Free live object `index` (a model index, see op_free_live); `handle`
-    only for objects with a handle: True frees by handle."""
-    b = bytes([FREE, index])
+    only for objects with a handle: True frees by handle. other: from the
+    other thread; the double free from the other thread than the free unless
+    double_other says otherwise."""
+    b = bytes([FREE | (OTHER if other else 0), index])
     if handle is not None:
         b += bytes([1 if handle else 0])
-    return b + bytes([1 if double else 0])
+    if double_other is None:
+        double_other = other
+    return b + bytes([(1 if double else 0) | (2 if double and double_other != other else 0)])
 
 
 def epochs(what, era=None):
@@ -237,6 +244,25 @@ def seeds():
     body += free_all(ERA_PREV) + alloc(size(11, 2)) + burst(32, 3000, big=True)
     s["out_of_memory"] = setup(4, budget=64 << 10, small_reserve=True) + body
     s["out_of_memory_eager"] = setup(4, EAGER, budget=256 << 10, small_reserve=True) + body
+
+    # frees and handle calls from the other thread: into the era's blocks,
+    # class slabs and spans (by pointer and by handle, double frees from
+    # either thread), then closes that must wait for the other thread, a
+    # free-all that finds its remote frees pending, bad pointers and handles
+    # (every object has a handle, so every free names how it frees)
+    body = epochs(ADVANCE)
+    for n in (100, 3000, 200, 4000, 50):
+        body += alloc_h(block(n))
+    body += alloc_h(size(7, 9000)) + alloc_h(size(9, 40000)) + burst(32, 2000, big=True, handles=True)
+    body += free(0, True, True, other=True) + free(1, False, True, other=True, double_other=False)
+    body += free(2, True, other=True) + free(3, False, other=True) + free(4, False, other=True)
+    body += bytes([HANDLES | OTHER, 0]) + u32(1) + bytes([HANDLES | OTHER, 0x81]) + u32(0)
+    body += bytes([FREE_BAD | OTHER, 5]) + u32(0) + bytes([FREE_BAD | OTHER, 3]) + u32(7)
+    body += epochs(CLOSE, ERA_CUR) + free(0, False, other=True) + epochs(ADVANCE)
+    body += burst(20, 200, handles=True) + free(5, True, other=True) + free(6, False, other=True)
+    body += free_all(ERA_CUR) + free(0, False, other=True) + free_all(ERA_PREV) + maintain(STATS_EPOCHS)
+    s["other_thread"] = setup(4) + body
+    s["other_thread_thorough"] = setup(8, thorough=True, budget=16 << 10) + body
 
     rng = random.Random(6)
     for i in range(4):
