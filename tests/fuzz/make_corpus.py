@@ -272,8 +272,6 @@ def seeds():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for name in os.listdir(OUT):
-        os.remove(os.path.join(OUT, name))
     for name, data in seeds().items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)
