@@ -1297,7 +1297,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
   setup(&in);
   for (step = 1; step <= MAX_OPS && in.pos < in.len; step++) {
     uint8_t byte = u8(&in), op = byte % 16;
-    bool remote = byte & 0x80; /* frees, handles: from the other thread */
+    bool remote = (byte & 0xc0) == 0xc0; /* frees, handles: from the other thread */
     TRACE("step %u: op %u%s at byte %zu, %u objects, era %llu\n", step, op, remote ? " (other thread)" : "",
           in.pos - 1, m.nobjs, (unsigned long long)m.cur);
     switch (op) {

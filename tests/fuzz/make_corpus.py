@@ -61,7 +61,7 @@ def aligned(shift, sz, era=ERA_CUR):
     return bytes([ALIGNED, shift]) + sz + bytes([era])
 
 
-OTHER = 0x80  # on an operation byte: frees and handle calls from the other thread
+OTHER = 0xC0  # on an operation byte: frees and handle calls from the other thread
 
 
 def free(index, handle=None, double=False, other=False, double_other=None):
