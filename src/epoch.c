@@ -208,7 +208,10 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     bool empty_now;
     if (free_all) {
       /* Frees that took a bit before the kill are counted in `live`
-       * already; whoever brings it to zero gives the run back. */
+       * already; whoever brings it to zero gives the run back. A block
+       * detached with objects counts as the era's run (7.5) until then,
+       * as on the list below: its retire uncounts it. */
+      if (block) tslab_era_count_run(a, era, 1, (int64_t)TSLAB_BLOCK_BYTES);
       uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
       ended += e;
       empty_now = tslab_run_live_add(s, delta - (int64_t)(e + frees - f0));
@@ -226,8 +229,7 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
       /* A detached block holding objects counts as the era's run (7.5),
        * and keeps only the pages its objects touch (3.4). */
       if (block) {
-        atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&es->slab_bytes, TSLAB_BLOCK_BYTES, memory_order_relaxed);
+        tslab_era_count_run(a, era, 1, (int64_t)TSLAB_BLOCK_BYTES);
         trimmed += tslab_block_trim(a, s);
       }
       empty_now = tslab_run_live_add(s, delta);
@@ -250,7 +252,11 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     tslab_run_t* b = drained;
     drained = b->bin_next;
     __atomic_store_n(&b->bin_next, NULL, __ATOMIC_RELAXED);
-    if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) continue;
+    bool counted = atomic_load_explicit(&b->mode, memory_order_relaxed) == TSLAB_DETACHED; /* ended by free-all */
+    if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) {
+      if (counted) tslab_era_count_run(a, era, -1, -(int64_t)TSLAB_BLOCK_BYTES);
+      continue;
+    }
     b->heap_next = empty;
     empty = b;
   }

@@ -235,7 +235,6 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
   *frees = f;
   return true;
 }
-#endif
 
 /* Never report less than before: readers raise the high-water mark with a
  * CAS (they do not serialise). */
@@ -246,6 +245,7 @@ static uint64_t monotone(_Atomic uint64_t* reported, uint64_t v) {
   }
   return v > seen ? v : seen;
 }
+#endif
 
 TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees) {
 #if TSLAB_COUNTERS

@@ -9,6 +9,9 @@ tslab_add_test(test_fuzz_replay
 target_compile_definitions(test_fuzz_replay PRIVATE
   TSLAB_FUZZ_CORPUS="${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus")
 
+# Defects the fuzzer found, each with the test that failed before its fix.
+tslab_add_test(test_fuzz_regressions SOURCES test_fuzz_regressions.c LABELS fuzz TIMEOUT 120)
+
 if(TSLAB_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   # A copy of the library instrumented for coverage feedback, so the fuzzer
   # is guided by the allocator's branches and the other targets stay as they are.

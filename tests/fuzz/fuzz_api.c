@@ -52,23 +52,6 @@
 #define NO_COVERAGE
 #endif
 
-/* Known defects of the library that the driver tolerates, so that fuzzing
- * goes on past them; -DTSLAB_FUZZ_KNOWN_BUGS=0 makes it fail on them. Each
- * has a failing test, registered disabled (tests/known_bugs.cmake):
- * 1. a stale handle of a block object names the object now at its place
- *    once the block was reused from the thread's hot reserve, and frees it
- *    (test_known_bug_block_handle);
- * 2. an open era's live_bytes (tslab_stats_epoch) count its block objects'
- *    bytes twice, freed ones too (test_known_bug_epoch_live_bytes);
- * 3. an object above 4 KiB is bumped into the era's block when it fits the
- *    rest of it, where docs/ARCHITECTURE.md 3.4 sends it to a class slab
- *    (test_known_bug_block_object_max);
- * 4. a free-all of an open era leaves its statistics with a negative count
- *    of runs and resident bytes (test_known_bug_free_all_era_runs). */
-#ifndef TSLAB_FUZZ_KNOWN_BUGS
-#define TSLAB_FUZZ_KNOWN_BUGS 1
-#endif
-
 /* -DTSLAB_FUZZ_TRACE prints every step, for reading a reproducer. */
 #ifdef TSLAB_FUZZ_TRACE
 #define TRACE(...) fprintf(stderr, __VA_ARGS__)
@@ -351,9 +334,8 @@ static bool oom_allowed(size_t need) {
 }
 
 /* Where an allocation of size bytes at the alignment (0: none) in era e
- * goes (docs/ARCHITECTURE.md 3.4): objects up to 4 KiB (known defect 3: any
- * object) at an alignment up to 16 are bumped out of the era's block while
- * it has room; for an object up to 4 KiB a new block is started while the
+ * goes (docs/ARCHITECTURE.md 3.4): objects of any size at an alignment up
+ * to 16 are bumped out of the era's block while it has room; for an object up to 4 KiB a new block is started while the
  * era's budget has one more; everything else takes a slot of its class, or a
  * span. `fast`: the call may take the allocation fast path (tslab_alloc),
  * which hands out a set-aside slot of the size's class when the block is
@@ -369,7 +351,7 @@ static plan_t plan_alloc(uint64_t e, size_t size, size_t align, bool fast) {
   bump_t* b = &m.bump[e % m.ring];
   if (align <= 16) {
     size_t sz = round16(size);
-    if (b->top && sz <= b->end - b->top && (size <= BLOCK_OBJ_MAX || TSLAB_FUZZ_KNOWN_BUGS)) {
+    if (b->top && sz <= b->end - b->top) {
       pl.kind = K_BLOCK;
       pl.usable = sz;
       return pl;
@@ -834,12 +816,8 @@ static void op_handles(input_t* in, bool remote) {
   call(&c, remote);
   void* p = c.got;
   /* A forged handle may happen to name a live slot with its current
-   * generation: then it is a valid name of that object. (Known defect 1:
-   * so may a stale handle of a block object.) */
-  if (!o && p && (forged || (TSLAB_FUZZ_KNOWN_BUGS && s % 5 == 1))) {
-    o = find_obj(p);
-    if (o && !forged && o->kind != K_BLOCK) o = NULL;
-  }
+   * generation: then it is a valid name of that object. */
+  if (!o && p && forged) o = find_obj(p);
   if (p != (o ? o->p : NULL))
     FAIL("handle_get(%#llx) = %p, expected %p", (unsigned long long)h, p, o ? (void*)o->p : NULL);
   if (!(s & 0x80)) return;
@@ -867,7 +845,6 @@ static void check_epoch_stats(uint64_t e) {
   uint64_t live = 0, bytes = 0;
   for (unsigned i = 0; i < m.nobjs; i++)
     if (m.objs[i].era == e) live++, bytes += m.objs[i].usable;
-  if (TSLAB_FUZZ_KNOWN_BUGS && st == TSLAB_OK) bytes = es.live_bytes; /* known defect 2 */
   if (es.allocations_total != m.slot_allocs[e % m.ring] || es.frees_total != m.slot_frees[e % m.ring])
     FAIL("stats_epoch(%llu): %llu allocations and %llu frees, the model has %llu and %llu",
          (unsigned long long)e, (unsigned long long)es.allocations_total, (unsigned long long)es.frees_total,
@@ -957,13 +934,10 @@ static void op_free_all(input_t* in) {
     }
   }
   check_epoch_stats(e);
-  /* Its memory went back: the era holds no slab, block or span (known
-   * defect 4: fewer than none). */
+  /* Its memory went back: the era holds no slab, block or span. */
   tslab_stats_epoch_t es;
   if (tslab_stats_epoch(m.a, e, &es) != TSLAB_OK) FAIL("stats_epoch(%llu) after its free-all", (unsigned long long)e);
-  bool holds = TSLAB_FUZZ_KNOWN_BUGS ? (int64_t)es.slabs > 0 || (int64_t)es.rss_estimate_bytes > 0
-                                     : es.slabs != 0 || es.rss_estimate_bytes != 0;
-  if (holds)
+  if (es.slabs != 0 || es.rss_estimate_bytes != 0)
     FAIL("free_all(%llu): the era still holds %llu runs of %llu bytes", (unsigned long long)e,
          (unsigned long long)es.slabs, (unsigned long long)es.rss_estimate_bytes);
 }
