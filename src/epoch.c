@@ -220,11 +220,7 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
       empty_now = true; /* nothing live: nobody can free into it any more */
     } else {
       tslab_spin_lock(&es->mu);
-      s->era_prev = NULL;
-      s->era_next = es->detached;
-      if (es->detached) es->detached->era_prev = s;
-      es->detached = s;
-      s->in_era_list = 1;
+      tslab_era_list_push_locked(es, s);
       tslab_spin_unlock(&es->mu);
       /* A detached block holding objects counts as the era's run (7.5),
        * and keeps only the pages its objects touch (3.4). */
@@ -276,13 +272,7 @@ static void end_objects(tslab_t* a, uint64_t era) {
   for (tslab_run_t *s = es->detached, *next; s; s = next) {
     next = s->era_next;
     if (atomic_load_explicit(&s->era, memory_order_relaxed) != era) continue;
-    if (s->era_prev)
-      s->era_prev->era_next = s->era_next;
-    else
-      es->detached = s->era_next;
-    if (s->era_next) s->era_next->era_prev = s->era_prev;
-    s->era_next = s->era_prev = NULL;
-    s->in_era_list = 0;
+    tslab_era_list_unlink_locked(es, s);
     s->heap_next = list;
     list = s;
   }

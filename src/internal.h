@@ -678,6 +678,8 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* 
 TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* remote_frees);
 TSLAB_INTERNAL bool tslab_run_live_add(tslab_run_t* s, int64_t delta);
+TSLAB_INTERNAL void tslab_era_list_push_locked(tslab_epoch_slot_t* es, tslab_run_t* r);
+TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_run_t* r);
 TSLAB_INTERNAL void tslab_run_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);

@@ -44,19 +44,31 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   return s;
 }
 
-/* The run left its era's detached list, if it was on it (7.5). */
+/* An era slot's list of runs detached with live objects (7.5), under the
+ * slot's spin lock. */
+TSLAB_INTERNAL void tslab_era_list_push_locked(tslab_epoch_slot_t* es, tslab_run_t* r) {
+  r->era_prev = NULL;
+  r->era_next = es->detached;
+  if (es->detached) es->detached->era_prev = r;
+  es->detached = r;
+  r->in_era_list = 1;
+}
+
+TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_run_t* r) {
+  if (r->era_prev)
+    r->era_prev->era_next = r->era_next;
+  else
+    es->detached = r->era_next;
+  if (r->era_next) r->era_next->era_prev = r->era_prev;
+  r->era_next = r->era_prev = NULL;
+  r->in_era_list = 0;
+}
+
+/* The run left its era's detached list, if it was on it. */
 static void era_list_unlink(tslab_t* a, tslab_run_t* r) {
   tslab_epoch_slot_t* es = &a->slots[atomic_load_explicit(&r->era, memory_order_relaxed) & a->ring_mask];
   tslab_spin_lock(&es->mu);
-  if (r->in_era_list) {
-    if (r->era_prev)
-      r->era_prev->era_next = r->era_next;
-    else
-      es->detached = r->era_next;
-    if (r->era_next) r->era_next->era_prev = r->era_prev;
-    r->era_next = r->era_prev = NULL;
-    r->in_era_list = 0;
-  }
+  if (r->in_era_list) tslab_era_list_unlink_locked(es, r);
   tslab_spin_unlock(&es->mu);
 }
 
@@ -373,11 +385,7 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
       s->heap_next = empty;
       empty = s;
     } else if (!s->in_era_list && TSLAB_STATE_ERA(tslab_epoch_state(a, era)) == era) {
-      s->era_prev = NULL;
-      s->era_next = es->detached;
-      if (es->detached) es->detached->era_prev = s;
-      es->detached = s;
-      s->in_era_list = 1;
+      tslab_era_list_push_locked(es, s);
     }
   }
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
