@@ -265,17 +265,21 @@ static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s
   return true;
 }
 
+/* Whether a run a local free left needs its cache to settle it: it emptied
+ * or leaves the parked list (the current slab never does). */
+static inline bool free_local_settles(const tslab_run_t* s) {
+  return s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED);
+}
+
 /* Whether a local free left work beyond the bitmap: a handle generation to
- * bump, a run that emptied or leaves the parked list. */
+ * bump, or a run to settle. */
 static inline bool free_local_rare(const tslab_run_t* s) {
-  return (s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED)) ||
-         atomic_load_explicit(&s->gens, memory_order_relaxed);
+  return free_local_settles(s) || atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
   if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
-  if (s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED))
-    tslab_tcache_settle(a, tc, s);
+  if (free_local_settles(s)) tslab_tcache_settle(a, tc, s);
 }
 
 /* The rare part of a local free and the end of its busy window: out of line
