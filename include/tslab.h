@@ -135,6 +135,15 @@ typedef struct tslab_config {
                                    for its own next epochs (a multiple of 16 KiB counts); default
                                    256 KiB. The whole reserve is at most pool_resident_max +
                                    threads x thread_reserve_max. */
+  size_t pool_decay_max;        /* empty slab bytes of epochs that are still open that the pool
+                                   may keep beyond pool_resident_max, so a program that frees a
+                                   batch and allocates it again in the same epoch faults nothing
+                                   back in; default 8 MiB, 0 turns decay off. Such memory is
+                                   released when its epoch closes, when it has stayed
+                                   pool_decay_ms, or by tslab_reserve_release(). */
+  uint32_t pool_decay_ms;       /* how long memory kept by decay stays resident (checked
+                                   whenever the pool is used); default 1000 ms, at most
+                                   3,600,000 */
   size_t block_budget;          /* bytes each thread may bump-allocate per epoch in 16 KiB blocks
                                    of mixed sizes before the epoch continues in class slabs
                                    (blocks make an epoch's first allocations cost no slab per
@@ -348,7 +357,9 @@ typedef struct {
   uint64_t blocks_created_total;   /* blocks taken from the heap */
   uint64_t blocks_reused_total;    /* blocks reused from a thread's hot reserve */
   uint64_t reserve_bytes;          /* hot reserve: empty memory kept resident (thread caches'
-                                      blocks and the shared pool) */
+                                      blocks and the shared pool up to pool_resident_max) */
+  uint64_t decay_bytes;            /* empty memory of open epochs the pool keeps beyond
+                                      pool_resident_max until it decays (pool_decay_max) */
   uint64_t objects_ended_total;    /* objects ended by free-all closes */
   uint64_t epochs_freed_all_total; /* free-all closes */
   uint64_t release_calls_total;    /* madvise/decommit calls */

@@ -246,5 +246,5 @@ TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc
   }
   if (!list) return 0;
   for (tslab_run_t* b = list; b; b = b->heap_next) atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
-  return tslab_heap_retire_list(a, list, release);
+  return tslab_heap_retire_list(a, list, release, NULL);
 }

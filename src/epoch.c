@@ -341,6 +341,10 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     atomic_store_explicit(&es->f_free_bytes, atomic_load_explicit(&es->f_free_bytes, memory_order_relaxed) + sum.free_bytes, memory_order_relaxed);
     atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
     trimmed = settle_detached(a, e, me, detached, drained, free_all);
+    /* Empty runs the era's active life left in the pool beyond its bound
+     * (decay, section 5) go back to the OS now (contract line 3). */
+    size_t decayed = tslab_heap_decay_close(a, (uint32_t)(e & a->ring_mask));
+    if (decayed) tslab_era_count_released(a, e, decayed);
     if (me)
       tslab_bump(&me->epochs_closed, 1);
     else

@@ -270,7 +270,10 @@ static const field_t global_fields[] = {
       "Blocks reused from a thread cache's hot reserve, resident already."),
     G(reserve_bytes, K_U64, "tslab_hot_reserve_bytes", NULL, "gauge",
       "Hot reserve: empty memory kept resident for the next epochs (the thread caches' "
-      "drained blocks and the instance's pool of empty runs)."),
+      "drained blocks and the instance's pool of empty runs, up to its bound)."),
+    G(decay_bytes, K_U64, "tslab_decay_bytes", NULL, "gauge",
+      "Empty memory of open epochs the pool keeps beyond pool_resident_max until it decays "
+      "(pool_decay_max, pool_decay_ms) or its epoch closes."),
     G(objects_ended_total, K_U64, "tslab_objects_ended_total", NULL, "counter",
       "Objects ended by free-all closes, also counted as frees."),
     G(epochs_freed_all_total, K_U64, "tslab_epochs_freed_all_total", NULL, "counter",
@@ -422,6 +425,10 @@ static const field_t config_fields[] = {
        "Bound of the instance's part of the hot reserve: empty slab bytes its pool keeps."),
     CF(thread_reserve_max, K_SIZE, "tslab_config_thread_reserve_max_bytes",
        "Bound of each thread cache's part of the hot reserve: drained block bytes it keeps."),
+    CF(pool_decay_max, K_SIZE, "tslab_config_pool_decay_max_bytes",
+       "Empty bytes of open epochs the pool may keep beyond pool_resident_max until they decay."),
+    CF(pool_decay_ms, K_U32, "tslab_config_pool_decay_ms",
+       "How long memory kept by decay stays resident, in milliseconds."),
     CF(block_budget, K_SIZE, "tslab_config_block_budget_bytes",
        "Bytes each thread may bump-allocate per epoch in blocks (0: blocks off)."),
     CF(max_alloc_size, K_SIZE, "tslab_config_max_alloc_size_bytes",

@@ -243,8 +243,16 @@ static void clean_insert(tslab_t* a, tslab_run_t* r) {
 
 /* ---- dirty runs ---- */
 
-static void dirty_link(tslab_t* a, tslab_run_t* r) {
+/* Link r as the newest dirty run; `decay_slot` tags it with the ring slot
+ * (+ 1) of the active era whose retire kept it beyond pool_resident_max
+ * (0: within the bound), `now` is its entry time (coarse clock). */
+static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t now) {
   tslab_heap_t* h = &a->heap;
+  r->pooled_ns = now;
+  r->decay_slot = decay_slot;
+  if (decay_slot)
+    atomic_fetch_add_explicit(&h->decay_bytes[decay_slot - 1], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
+                              memory_order_relaxed);
   r->heap_prev = NULL;
   uint32_t b = bin_of(r->granules);
   r->heap_next = h->dirty[b];
@@ -279,6 +287,11 @@ static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
   else
     h->lru_tail = r->lru_prev;
   r->heap_next = r->heap_prev = r->lru_next = r->lru_prev = NULL;
+  if (r->decay_slot) {
+    atomic_fetch_sub_explicit(&h->decay_bytes[r->decay_slot - 1], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
+                              memory_order_relaxed);
+    r->decay_slot = 0;
+  }
   h->dirty_bytes -= (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   atomic_fetch_sub_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
 }
@@ -341,7 +354,7 @@ static size_t release_chain(tslab_t* a, tslab_run_t* chain) {
       if (ok[i])
         clean_insert(a, r);
       else
-        dirty_link(a, r);
+        dirty_link(a, r, 0, 0); /* oldest: the first to be tried again */
     }
   }
   return released;
@@ -354,10 +367,16 @@ static void mark_releasing(tslab_t* a, tslab_run_t* r, tslab_run_t** chain) {
   *chain = r;
 }
 
-/* Pull the oldest dirty runs until the pool is within its budget. */
-static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain) {
+/* Pull the oldest dirty runs while the pool is above its bound: above
+ * pool_resident_max + pool_decay_max always (runs whose release the OS
+ * refused come back), above pool_resident_max while the oldest run has
+ * stayed pool_decay_ms (decay, section 5). */
+static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now) {
   tslab_heap_t* h = &a->heap;
-  while (h->dirty_bytes > a->config.pool_resident_max && h->lru_head) {
+  size_t keep = a->config.pool_resident_max;
+  uint64_t ttl = (uint64_t)a->config.pool_decay_ms * 1000000u;
+  while (h->dirty_bytes > keep && h->lru_head &&
+         (h->dirty_bytes > keep + a->config.pool_decay_max || h->lru_head->pooled_ns + ttl <= now)) {
     tslab_run_t* v = h->lru_head;
     dirty_unlink(a, v);
     mark_releasing(a, v, &chain);
@@ -511,7 +530,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     if (r->retired && !tslab_grace_passed(a, self, r->retired)) {
       tslab_run_t* d = tslab_heap_fresh_desc(a, self, r);
       if (!d) {
-        dirty_link(a, r);
+        dirty_link(a, r, 0, 0);
         r = NULL;
       } else {
         r = d;
@@ -606,10 +625,25 @@ static void raise_gen_base(tslab_t* a, tslab_run_t* r, uint8_t kind) {
   atomic_store_explicit(base, next, memory_order_relaxed);
 }
 
-TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release) {
+/* Whether the retire may keep runs of `era` beyond pool_resident_max: the
+ * era is still ACTIVE. The retire announces itself in the slot's
+ * `decay_pending` before it reads the state, and the closer CASes the state
+ * before it reads `decay_pending` (both seq_cst): either this read sees the
+ * close, or the closer sees the retire and waits for the heap mutex, which
+ * the retire holds until its runs are linked (tslab_heap_decay_close). The
+ * caller drops its announcement once its runs are linked. */
+static bool decay_allowed(tslab_t* a, const tslab_retire_era_t* era) {
+  atomic_fetch_add_explicit(&a->heap.decay_pending[era->slot], 1, memory_order_seq_cst);
+  return atomic_load_explicit(era->state, memory_order_seq_cst) == era->active;
+}
+
+TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release,
+                                             const tslab_retire_era_t* era) {
   tslab_heap_t* h = &a->heap;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* chain = NULL;
+  uint64_t now = tslab_coarse_ns();
+  int decay = -1; /* not asked yet; then 0 or 1 */
   /* The stamp is read before the runs' kinds change below. That is safe
    * because every seal runs under this mutex too (grace.c is only polled
    * from the heap): no seal can complete between the stamp and the stores. */
@@ -624,13 +658,19 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
      * metadata) closes its `seq`. */
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) seq_end(r);
     size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
-    if (!release && a->config.release_policy != TSLAB_RELEASE_EAGER && r->granules <= TSLAB_SLAB_MAX_GRANULES &&
-        h->dirty_bytes + bytes <= a->config.pool_resident_max)
-      dirty_link(a, r);
-    else
+    if (release || a->config.release_policy == TSLAB_RELEASE_EAGER || r->granules > TSLAB_SLAB_MAX_GRANULES) {
       mark_releasing(a, r, &chain);
+    } else if (h->dirty_bytes + bytes <= a->config.pool_resident_max) {
+      dirty_link(a, r, 0, now);
+    } else if (era && h->dirty_bytes + bytes <= a->config.pool_resident_max + a->config.pool_decay_max &&
+               (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
+      dirty_link(a, r, era->slot + 1, now);
+    } else {
+      mark_releasing(a, r, &chain);
+    }
   }
-  chain = evict_over_budget(a, chain);
+  if (decay >= 0) atomic_fetch_sub_explicit(&h->decay_pending[era->slot], 1, memory_order_seq_cst);
+  chain = evict_over_budget(a, chain, now);
   size_t released = release_chain(a, chain);
   pthread_mutex_unlock(&h->mu);
   return released;
@@ -638,7 +678,32 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
 
 TSLAB_INTERNAL size_t tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release) {
   r->heap_next = NULL;
-  return tslab_heap_retire_list(a, r, release);
+  return tslab_heap_retire_list(a, r, release, NULL);
+}
+
+TSLAB_INTERNAL size_t tslab_heap_decay_close(tslab_t* a, uint32_t slot) {
+  tslab_heap_t* h = &a->heap;
+  if (atomic_load_explicit(&h->decay_pending[slot], memory_order_seq_cst) == 0 &&
+      atomic_load_explicit(&h->decay_bytes[slot], memory_order_relaxed) == 0)
+    return 0;
+  pthread_mutex_lock(&h->mu);
+  tslab_run_t* chain = NULL;
+  for (tslab_run_t *r = h->lru_head, *next; r; r = next) {
+    next = r->lru_next;
+    if (r->decay_slot != slot + 1) continue;
+    if (h->dirty_bytes > a->config.pool_resident_max) {
+      dirty_unlink(a, r);
+      mark_releasing(a, r, &chain);
+    } else {
+      /* Within the bound now: an ordinary part of the reserve. */
+      atomic_fetch_sub_explicit(&h->decay_bytes[slot], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
+                                memory_order_relaxed);
+      r->decay_slot = 0;
+    }
+  }
+  size_t released = release_chain(a, chain);
+  pthread_mutex_unlock(&h->mu);
+  return released;
 }
 
 TSLAB_INTERNAL size_t tslab_heap_release_pool(tslab_t* a) {
@@ -679,11 +744,15 @@ TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t 
 
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a) {
   a->heap.spans = tslab_os_map((size_t)a->ring_size * sizeof(tslab_run_t*));
-  return a->heap.spans && pthread_mutex_init(&a->heap.mu, NULL) == 0;
+  a->heap.decay_pending = tslab_os_map((size_t)a->ring_size * sizeof(*a->heap.decay_pending));
+  a->heap.decay_bytes = tslab_os_map((size_t)a->ring_size * sizeof(*a->heap.decay_bytes));
+  return a->heap.spans && a->heap.decay_pending && a->heap.decay_bytes && pthread_mutex_init(&a->heap.mu, NULL) == 0;
 }
 
 TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a) {
   tslab_os_unmap(a->heap.spans, (size_t)a->ring_size * sizeof(tslab_run_t*));
+  tslab_os_unmap((void*)a->heap.decay_pending, (size_t)a->ring_size * sizeof(*a->heap.decay_pending));
+  tslab_os_unmap((void*)a->heap.decay_bytes, (size_t)a->ring_size * sizeof(*a->heap.decay_bytes));
   pthread_mutex_destroy(&a->heap.mu);
 }
 
@@ -702,7 +771,7 @@ TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
     if (seq & 1) atomic_store(&r->seq, seq + 1);
     if (kind == TSLAB_RUN_NONE || kind == TSLAB_RUN_RELEASING) {
       r->heap_next = NULL;
-      dirty_link(a, r);
+      dirty_link(a, r, 0, 0);
     } else if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK) {
       for (size_t i = g; i < g + r->granules; i++) map_set(a, i, r);
     }
@@ -729,6 +798,14 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
     dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   }
   if (dirty_bytes != h->dirty_bytes) REPORT("dirty pool counts %zu bytes, lists hold %zu", h->dirty_bytes, dirty_bytes);
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    uint64_t tagged = 0;
+    for (tslab_run_t* r = h->lru_head; r; r = r->lru_next)
+      if (r->decay_slot == slot + 1) tagged += (uint64_t)r->granules << TSLAB_GRANULE_SHIFT;
+    if (tagged != atomic_load(&h->decay_bytes[slot]))
+      REPORT("decay of ring slot %u counts %llu bytes, the pool holds %llu", slot,
+             (unsigned long long)atomic_load(&h->decay_bytes[slot]), (unsigned long long)tagged);
+  }
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++) {
     bool nonempty = h->clean[b] != NULL;
     bool marked = (h->clean_mask[b >> 6] >> (b & 63)) & 1;

@@ -15,6 +15,8 @@ TSLAB_API void tslab_config_init(tslab_config_t* c) {
   c->reserve_bytes = (size_t)64 << 30;
   c->pool_resident_max = (size_t)1 << 20;
   c->thread_reserve_max = (size_t)256 << 10;
+  c->pool_decay_max = (size_t)8 << 20;
+  c->pool_decay_ms = 1000;
   c->block_budget = (size_t)1 << 20;
   c->max_alloc_size = (size_t)1 << 30;
   c->release_policy = TSLAB_RELEASE_ON_CLOSE;
@@ -28,6 +30,7 @@ static bool config_valid(const tslab_config_t* c) {
    * 2^50, which every Linux user address does; its size is checked here. */
   if (c->reserve_bytes < ((size_t)4 << 20) || c->reserve_bytes > ((size_t)1 << 40)) return false;
   if (c->max_alloc_size == 0 || c->max_alloc_size > c->reserve_bytes / 2) return false;
+  if (c->pool_decay_ms > 3600u * 1000u) return false;
   if (c->advance_policy != TSLAB_ADVANCE_SKIP_OPEN && c->advance_policy != TSLAB_ADVANCE_NEXT_SLOT) return false;
   return c->release_policy == TSLAB_RELEASE_ON_CLOSE || c->release_policy == TSLAB_RELEASE_EAGER ||
          c->release_policy == TSLAB_RELEASE_POOLED;

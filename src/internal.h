@@ -194,6 +194,9 @@ struct tslab_run {
   tslab_run_t* lru_next;
   tslab_run_t* lru_prev;
   uint64_t retired;           /* grace stamp of the retirement (section 4) */
+  uint64_t pooled_ns;         /* dirty pool: when it entered (coarse clock), for decay */
+  uint32_t decay_slot;        /* dirty pool: ring slot + 1 of the active era whose retire put
+                                 it beyond pool_resident_max, 0 when it did not (section 5) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -418,7 +421,22 @@ typedef struct tslab_heap {
   size_t meta_top;
   size_t meta_committed;
   tslab_run_t** spans;                /* per ring slot: live spans of its era (era links) */
+  /* Decay (section 5), per ring slot: retires that may still put runs of
+   * the slot's active era beyond pool_resident_max (seq_cst, against the
+   * closer's CAS), and the bytes of dirty runs such retires tagged with the
+   * slot (written under mu, read by closers without it). */
+  _Atomic uint32_t* decay_pending;
+  _Atomic uint64_t* decay_bytes;
 } tslab_heap_t;
+
+/* What a retire tells the heap about the era of its runs, so that empty
+ * runs of an active era may stay in the pool beyond pool_resident_max
+ * (decay, section 5): the era's state word and its ACTIVE value. */
+typedef struct tslab_retire_era {
+  _Atomic uint64_t* state;
+  uint64_t active;
+  uint32_t slot;
+} tslab_retire_era_t;
 
 /* ------------------------------------------------------------------------- */
 /* The instance                                                              */
@@ -627,13 +645,22 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache
  * makes it even again. */
 TSLAB_INTERNAL void tslab_run_seq_begin(tslab_run_t* r);
 TSLAB_INTERNAL void tslab_run_publish(tslab_t* a, tslab_run_t* r, uint8_t kind);
-/* Take back empty runs (linked through heap_next): into the dirty pool while
- * it has room and `release` is false, else released to the OS in as few
- * calls as their addresses allow. Returns the bytes released. */
-TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release);
+/* Take back empty runs (linked through heap_next, of one era): into the
+ * dirty pool while it has room and `release` is false, else released to the
+ * OS in as few calls as their addresses allow. With `era` (NULL: none) and
+ * that era still ACTIVE, runs that do not fit pool_resident_max may stay in
+ * the pool up to pool_decay_max beyond it, tagged with the era's slot
+ * (decay, section 5). Returns the bytes released. */
+TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool release,
+                                             const tslab_retire_era_t* era);
 TSLAB_INTERNAL size_t tslab_heap_retire(tslab_t* a, tslab_run_t* r, bool release);
 /* Release the dirty pool (tslab_reserve_release). */
 TSLAB_INTERNAL size_t tslab_heap_release_pool(tslab_t* a);
+/* The closer of the era in `slot`, after its CAS to CLOSING: release the
+ * runs decay kept for that slot while the pool is above pool_resident_max
+ * (contract line 3). No lock and no system call when it kept none. Returns
+ * the bytes released. */
+TSLAB_INTERNAL size_t tslab_heap_decay_close(tslab_t* a, uint32_t slot);
 TSLAB_INTERNAL void tslab_heap_span_link(tslab_t* a, tslab_run_t* r, uint32_t slot);
 TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t slot);
 TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap);

@@ -91,7 +91,11 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
     if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
     atomic_store_explicit(&s->owner, NULL, memory_order_release);
   }
-  size_t released = tslab_heap_retire_list(a, list, a->config.release_policy == TSLAB_RELEASE_EAGER);
+  /* Runs of an era that is still active may stay in the pool beyond its
+   * bound for a while (decay): the era will soon allocate again. */
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_retire_era_t owner = {&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), slot};
+  size_t released = tslab_heap_retire_list(a, list, a->config.release_policy == TSLAB_RELEASE_EAGER, &owner);
   if (released) tslab_era_count_released(a, era, released);
 }
 
@@ -389,7 +393,7 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
     }
   }
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
-  tslab_heap_retire_list(a, ownerless, false);
+  tslab_heap_retire_list(a, ownerless, false, NULL);
   while (empty) {
     tslab_run_t* s = empty;
     empty = s->heap_next;

@@ -131,7 +131,8 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   /* Above the top of the used range everything committed was released. */
   out->slabs_released = clean + (a->heap.committed >> TSLAB_GRANULE_SHIFT) - a->heap.top;
   out->committed_bytes = a->heap.committed + a->heap.meta_committed;
-  out->reserve_bytes = a->heap.dirty_bytes;
+  out->reserve_bytes = a->heap.dirty_bytes < a->config.pool_resident_max ? a->heap.dirty_bytes : a->config.pool_resident_max;
+  out->decay_bytes = a->heap.dirty_bytes - out->reserve_bytes;
   pthread_mutex_unlock(&a->heap.mu);
   /* Blocks: the caches' bumping and full blocks, and the detached ones;
    * their live bytes are read off their bitmaps. */

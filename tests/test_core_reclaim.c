@@ -4,6 +4,7 @@
  * (which tslab_reserve_release empties on demand). Residency is read from
  * the kernel with mincore(2). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -258,6 +259,7 @@ static void test_phase_burst(void) {
   tslab_stats_global(a, &g);
   CHECK(g.resident_estimate_bytes <= ((uint64_t)4 << 20));
   CHECK(g.reserve_bytes <= ((uint64_t)4 << 20));
+  CHECK_EQ_U(g.decay_bytes, 0); /* the close released what decay kept while the phase ran */
   /* The reserve goes on demand. */
   CHECK(tslab_reserve_release(a) > 0 || g.reserve_bytes == 0);
   CHECK_EQ_U(resident_pages(objs, N, 128), 0);
@@ -265,6 +267,157 @@ static void test_phase_burst(void) {
   CHECK_EQ_U(g.reserve_bytes, 0);
   free(objs);
   tslab_destroy(a);
+}
+
+/* ---- decay: an open epoch's freed batch stays resident for its next one ---- */
+
+enum { DECAY_N = 4096, DECAY_SIZE = 128 }; /* 512 KiB of objects: 32 one-granule slabs */
+
+static tslab_t* make_decay(size_t pool, size_t decay, uint32_t ms) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 32;
+  c.block_budget = 0; /* class slabs only: each empties on its own */
+  c.pool_resident_max = pool;
+  c.pool_decay_max = decay;
+  c.pool_decay_ms = ms;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
+static void fill(tslab_t* a, tslab_epoch_t e, void** objs, size_t n, size_t size) {
+  for (size_t i = 0; i < n; i++) {
+    objs[i] = tslab_alloc(a, size, e);
+    REQUIRE(objs[i] != NULL);
+    memset(objs[i], 5, size);
+  }
+}
+
+static void empty_all(tslab_t* a, void** objs, size_t n) {
+  for (size_t i = 0; i < n; i++) CHECK(tslab_free(a, objs[i]));
+}
+
+static void test_decay(void) {
+  static void* objs[DECAY_N];
+  const size_t pool = 64 << 10, batch = (size_t)DECAY_N * DECAY_SIZE;
+  tslab_stats_global_t g0, g1;
+
+  /* Within pool_decay_max: nothing is released while the era is open, the
+   * next batch reuses the same resident slabs, the close releases them. */
+  tslab_t* a = make_decay(pool, 1 << 20, 3600 * 1000);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  fill(a, e, objs, DECAY_N, DECAY_SIZE);
+  tslab_stats_global(a, &g0);
+  empty_all(a, objs, DECAY_N);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.release_calls_total, g0.release_calls_total);
+  CHECK(g1.reserve_bytes <= pool);
+  CHECK(g1.decay_bytes >= batch - pool - 2 * 16384);
+  CHECK(g1.decay_bytes <= ((uint64_t)1 << 20));
+  CHECK(resident_pages(objs, DECAY_N, DECAY_SIZE) * page >= batch - 16384);
+  CHECK_CONSISTENT(a);
+  fill(a, e, objs, DECAY_N, DECAY_SIZE);
+  tslab_stats_global(a, &g0);
+  CHECK_EQ_U(g0.release_calls_total, g1.release_calls_total);
+  CHECK(g0.slabs_recycled_total >= g1.slabs_recycled_total + 30);
+  CHECK_EQ_U(g0.committed_bytes, g1.committed_bytes);
+  empty_all(a, objs, DECAY_N);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK(g1.reserve_bytes <= pool);
+  CHECK(resident_pages(objs, DECAY_N, DECAY_SIZE) * page <= pool);
+  tslab_stats_epoch_t es;
+  CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
+  CHECK(es.released_at_close_bytes >= batch - pool - 2 * 16384);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
+  /* Bounded by pool_decay_max: beyond it, the frees release at once. */
+  a = make_decay(pool, 128 << 10, 3600 * 1000);
+  e = tslab_epoch_current(a);
+  fill(a, e, objs, DECAY_N, DECAY_SIZE);
+  tslab_stats_global(a, &g0);
+  empty_all(a, objs, DECAY_N);
+  tslab_stats_global(a, &g1);
+  CHECK(g1.decay_bytes <= (128 << 10));
+  CHECK(g1.release_calls_total > g0.release_calls_total);
+  /* tslab_reserve_release gives back what decay kept, too. */
+  CHECK(tslab_reserve_release(a) >= g1.reserve_bytes + g1.decay_bytes);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes + g1.reserve_bytes, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
+  /* Aged out: in an era that never closes (era 1), what decay kept is
+   * released by the pool's next use once pool_decay_ms has passed. */
+  a = make_decay(pool, 1 << 20, 1);
+  e = tslab_epoch_current(a);
+  fill(a, e, objs, DECAY_N, DECAY_SIZE);
+  empty_all(a, objs, DECAY_N);
+  usleep(50 * 1000);
+  void* other[64];
+  fill(a, e, other, 64, 2048); /* two four-granule slabs, not the pool's one-granule runs */
+  empty_all(a, other, 64);
+  tslab_stats_global(a, &g1);
+  CHECK(g1.decay_bytes <= (64 << 10));
+  CHECK(resident_pages(objs, DECAY_N, DECAY_SIZE) * page <= pool);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
+  /* Off: the pool keeps pool_resident_max and no more. */
+  a = make_decay(pool, 0, 1000);
+  e = tslab_epoch_current(a);
+  fill(a, e, objs, DECAY_N, DECAY_SIZE);
+  empty_all(a, objs, DECAY_N);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK(resident_pages(objs, DECAY_N, DECAY_SIZE) * page <= pool + 16384);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* A close racing with the owner's frees: whatever decay kept for the era is
+ * released by the close, or was never kept (docs/ARCHITECTURE.md 5). */
+struct decay_race {
+  tslab_t* a;
+  tslab_epoch_t e;
+  atomic_int started;
+};
+
+static void* decay_racer(void* arg) {
+  struct decay_race* r = arg;
+  static void* objs[DECAY_N];
+  for (int round = 0;; round++) {
+    size_t n = 0;
+    for (; n < DECAY_N; n++) {
+      objs[n] = tslab_alloc(r->a, DECAY_SIZE, r->e);
+      if (!objs[n]) break;
+    }
+    if (round == 0) atomic_store(&r->started, 1);
+    empty_all(r->a, objs, n);
+    if (n < DECAY_N) return NULL; /* closed */
+  }
+}
+
+static void test_decay_close_race(void) {
+  for (int i = 0; i < 20; i++) {
+    tslab_t* a = make_decay(64 << 10, 4 << 20, 3600 * 1000);
+    struct decay_race r = {a, tslab_epoch_advance(a), 0};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, decay_racer, &r) == 0);
+    while (!atomic_load(&r.started)) sched_yield();
+    usleep((useconds_t)(i * 150));
+    CHECK_EQ_U(tslab_epoch_close(a, r.e), TSLAB_OK);
+    pthread_join(t, NULL);
+    tslab_stats_global_t g;
+    tslab_stats_global(a, &g);
+    CHECK_EQ_U(g.decay_bytes, 0);
+    CHECK_EQ_U(g.live_objects, 0);
+    CHECK_CONSISTENT(a);
+    tslab_destroy(a);
+  }
 }
 
 /* ---- the hot reserve: bounded after any sequence, emptied on demand ---- */
@@ -348,6 +501,8 @@ int main(void) {
   test_outliving_object_pins_a_page();
   test_recycling();
   test_phase_burst();
+  test_decay();
+  test_decay_close_race();
   test_reserve_bound();
   TEST_DONE();
 }

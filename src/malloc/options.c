@@ -119,6 +119,18 @@ void dropin_options_read(dropin_options_t* o) {
     else
       invalid("TSLAB_POOL_RESIDENT_MAX", v);
   }
+  if ((v = getenv("TSLAB_POOL_DECAY_MAX")) && *v) {
+    if (parse_size(v, &n))
+      o->config.pool_decay_max = n;
+    else
+      invalid("TSLAB_POOL_DECAY_MAX", v);
+  }
+  if ((v = getenv("TSLAB_POOL_DECAY_MS")) && *v) {
+    if (parse_size(v, &n) && n <= 3600u * 1000u && !strpbrk(v, "kKmMgGtTbBiI"))
+      o->config.pool_decay_ms = (uint32_t)n;
+    else
+      invalid("TSLAB_POOL_DECAY_MS", v);
+  }
   if ((v = getenv("TSLAB_EPOCH_RING_SIZE")) && *v) {
     if (parse_size(v, &n) && n >= 2 && n <= 256 && (n & (n - 1)) == 0 && !strpbrk(v, "kKmMgGtTbBiI"))
       o->config.epoch_ring_size = (uint32_t)n;

@@ -67,6 +67,16 @@ try:
 except (ValueError, KeyError, IndexError) as e:
     check(False, f"json statistics: {e}: {r.stderr!r}")
 
+r = run({"TSLAB_SHOW_STATS": "json", "TSLAB_POOL_DECAY_MAX": "2m", "TSLAB_POOL_DECAY_MS": "250"})
+try:
+    cfg = json.loads(r.stderr)["instance"]["config"]
+    check(cfg["pool_decay_max"] == 2 << 20 and cfg["pool_decay_ms"] == 250, f"decay options: {cfg}")
+except (ValueError, KeyError) as e:
+    check(False, f"decay options: {e}: {r.stderr!r}")
+r = run({"TSLAB_POOL_DECAY_MS": "5k", "TSLAB_POOL_DECAY_MAX": "lots"})
+for name in ["TSLAB_POOL_DECAY_MS", "TSLAB_POOL_DECAY_MAX"]:
+    check(f"ignoring {name}=" in r.stderr, f"no warning for {name}: {r.stderr!r}")
+
 # The endpoint: port 0 picks a free one, which TSLAB_VERBOSE reports.
 e = {k: v for k, v in os.environ.items() if not k.startswith("TSLAB_")}
 e.update(LD_PRELOAD=lib, TSLAB_HTTP="127.0.0.1:0", TSLAB_VERBOSE="1")

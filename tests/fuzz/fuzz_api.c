@@ -953,10 +953,12 @@ static void op_maintain(input_t* in) {
       tslab_stats_global(m.a, &g0);
       size_t released = tslab_reserve_release(m.a);
       tslab_stats_global(m.a, &g1);
-      if (g1.reserve_bytes != 0) FAIL("reserve_release left %llu bytes of reserve", (unsigned long long)g1.reserve_bytes);
-      if (released != g0.reserve_bytes && g1.release_failures_total == g0.release_failures_total)
-        FAIL("reserve_release released %zu bytes of a reserve of %llu", released,
-             (unsigned long long)g0.reserve_bytes);
+      if (g1.reserve_bytes != 0 || g1.decay_bytes != 0)
+        FAIL("reserve_release left %llu bytes of reserve and %llu decaying", (unsigned long long)g1.reserve_bytes,
+             (unsigned long long)g1.decay_bytes);
+      if (released != g0.reserve_bytes + g0.decay_bytes && g1.release_failures_total == g0.release_failures_total)
+        FAIL("reserve_release released %zu bytes of a reserve of %llu and %llu decaying", released,
+             (unsigned long long)g0.reserve_bytes, (unsigned long long)g0.decay_bytes);
       if (s & 0x80) {
         tslab_clear_error();
         if (tslab_reserve_release(NULL) != 0 || tslab_last_error() != TSLAB_ERR_INVALID_ARGUMENT)
@@ -1157,6 +1159,12 @@ static void check_all(int level) {
   if (g.reserve_bytes > bound)
     FAIL("stats: a reserve of %llu bytes, above its bound %llu", (unsigned long long)g.reserve_bytes,
          (unsigned long long)bound);
+  /* Decay keeps at most pool_decay_max beyond the pool's bound (more only
+   * while the OS refuses releases), and only for open eras. */
+  if (g.decay_bytes > (m.cfg.release_policy == TSLAB_RELEASE_EAGER ? 0 : m.cfg.pool_decay_max) &&
+      g.release_failures_total == 0)
+    FAIL("stats: %llu bytes decaying, above pool_decay_max %zu", (unsigned long long)g.decay_bytes,
+         m.cfg.pool_decay_max);
   if (level < 2) return;
   check_epoch_stats(m.cur);
   static tslab_stats_class_t cs[MAX_CLASSES];
@@ -1167,10 +1175,10 @@ static void check_all(int level) {
            (unsigned long long)cs[c].live_objects, (unsigned long long)class_live[c]);
 }
 
-/* The configuration byte: block budget, per-thread and pool reserves, and
- * (one input in eight) the smallest reservation, which a few spans fill.
- * Small budgets make an era move from blocks to class slabs within one
- * input. */
+/* The configuration byte: block budget, per-thread and pool reserves, decay
+ * beyond the pool (off, small or the default) and (one input in eight) the
+ * smallest reservation, which a few spans fill. Small budgets make an era
+ * move from blocks to class slabs within one input. */
 static void config_from(uint8_t c, tslab_config_t* cfg) {
   static const size_t budget[] = {(size_t)1 << 20, 0, 16 << 10, 64 << 10,
                                   20 << 10, 32 << 10, 48 << 10, 256 << 10};
@@ -1179,6 +1187,8 @@ static void config_from(uint8_t c, tslab_config_t* cfg) {
   cfg->block_budget = budget[c & 7];
   cfg->thread_reserve_max = thread_reserve[c >> 3 & 3];
   cfg->pool_resident_max = pool[c >> 5 & 3];
+  static const size_t decay[] = {(size_t)8 << 20, 0, 48 << 10, (size_t)8 << 20};
+  cfg->pool_decay_max = decay[(c >> 2 ^ c >> 5) & 3];
   cfg->reserve_bytes = (c & 0x80) && (c & 3) == 3 ? RESERVE_SMALL : RESERVE;
 }
 
