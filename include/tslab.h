@@ -92,10 +92,12 @@ typedef enum tslab_status {
  * empties it on demand. */
 typedef enum tslab_release_policy {
   /* Default. An empty slab or block goes to the hot reserve while it has
-   * room, where any epoch reuses it. tslab_epoch_close() releases every empty
-   * slab of the closed epoch that does not fit the reserve; a slab of a
-   * closed epoch that empties later goes to the reserve if it fits, else the
-   * free that empties it releases it. */
+   * room, where any epoch reuses it; a slab of an epoch that is still open
+   * may stay beyond it, up to pool_decay_max, for pool_decay_ms (decay).
+   * tslab_epoch_close() releases every empty slab of the closed epoch that
+   * does not fit the reserve, decayed ones included; a slab of a closed
+   * epoch that empties later goes to the reserve if it fits, else the free
+   * that empties it releases it. */
   TSLAB_RELEASE_ON_CLOSE = 0,
   /* Every slab is released to the OS the moment it becomes empty; no
    * reserve (a thread's current slab of a class and its current block stay

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Model check of the epoch close protocol, the users of an era, the remote
-# hint and metadata reuse after grace periods (docs/model/close_protocol.pml):
+# hint and metadata reuse after grace periods (docs/model/close_protocol.pml),
+# and of the decay handshake (docs/model/decay.pml):
 # exhaustive safety for a slab and for a block (trim), with 3 slots, the
 # seq_cst-fence fallback, close termination under weak fairness, and checks
 # that the model catches the protocol with any of its parts removed (the
@@ -15,7 +16,7 @@ scripts/install-deps.sh spin gcc >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # A copy in the working directory, where pan writes its trail for spin -t.
-cp docs/model/close_protocol.pml "$work/"
+cp docs/model/close_protocol.pml docs/model/decay.pml "$work/"
 cd "$work"
 model=close_protocol.pml
 
@@ -88,3 +89,12 @@ run "bug: sole-user path whenever multi is clear" fail "-DSOLE_IGNORES_USER" "$b
 run "bug: metadata reused without a grace period" fail "-DNO_GRACE" "$bug" ""
 run "bug: hint cleared after the remote words are read" fail "-DHINT_CLEARED_AFTER" "$bug" ""
 run "bug: block trimmed after its live count is added" fail "-DBLOCK -DTRIM_AFTER_LIVE" "$bug" ""
+
+# The decay handshake (docs/model/decay.pml, ARCHITECTURE.md section 5, D1):
+# no run kept beyond the pool's bound for an era survives its close.
+model=decay.pml
+run "decay: close releases what retires kept" pass "" "-DSAFETY" ""
+run "bug: retire reads the era state before announcing itself" fail "-DREAD_BEFORE_ANNOUNCE" "-DSAFETY" ""
+run "bug: closer reads decay_pending before its CAS" fail "-DPENDING_BEFORE_CAS" "-DSAFETY" ""
+run "bug: closer looks at decay_bytes only" fail "-DNO_PENDING" "-DSAFETY" ""
+run "bug: closer trims without the heap mutex" fail "-DNO_MUTEX_WAIT" "-DSAFETY" ""

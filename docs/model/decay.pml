@@ -1,0 +1,114 @@
+/* The decay handshake of docs/ARCHITECTURE.md section 5 (invariant D1):
+ * a retire may keep empty runs of an ACTIVE era in the pool beyond its bound
+ * (tagged with the era's slot), and the close of that era must release or
+ * untag every such run before it returns. The retire announces itself in
+ * decay_pending before it reads the era state; the closer CASes the state
+ * before it reads decay_pending and decay_bytes. All four operations are
+ * seq_cst, so sequential consistency (Promela's) is the memory model here;
+ * the heap mutex is a lock bit.
+ *
+ * Processes: two retirers (an owner retiring its emptied slabs, one retire
+ * call each round), a taker that reuses a tagged run (untags it, as a heap
+ * allocation does), and the closer. At the end, no run tagged for the era
+ * may remain (D1).
+ *
+ * Mutants, each expected to fail:
+ *   -DREAD_BEFORE_ANNOUNCE  the retire reads the state before decay_pending
+ *   -DPENDING_BEFORE_CAS    the closer reads decay_pending before its CAS
+ *   -DNO_PENDING            the closer looks at decay_bytes only
+ *   -DNO_MUTEX_WAIT         the closer trims without taking the heap mutex
+ */
+
+#define ACTIVE  1
+#define CLOSING 2
+
+#ifndef ROUNDS
+#define ROUNDS 2
+#endif
+
+byte state = ACTIVE;
+byte pending = 0;   /* decay_pending[slot] */
+byte tagged = 0;    /* runs in the pool tagged with the slot: decay_bytes[slot] / run */
+bool mu = 0;        /* the heap mutex */
+byte done = 0;      /* retirers and taker finished */
+bool closed = 0;    /* the close returned */
+
+inline lock() { atomic { mu == 0 -> mu = 1 } }
+inline unlock() { mu = 0 }
+
+proctype retirer() {
+  byte r = 0;
+  bool ok;
+  do
+  :: r < ROUNDS ->
+     lock();
+#ifdef READ_BEFORE_ANNOUNCE
+     ok = (state == ACTIVE);
+     pending++;
+#else
+     pending++;
+     ok = (state == ACTIVE);
+#endif
+     if
+     :: ok -> tagged++    /* linked beyond the bound, tagged */
+     :: else -> skip      /* released at once (not modelled further) */
+     fi;
+     pending--;
+     unlock();
+     r++
+  :: else -> break
+  od;
+  atomic { done++ }
+}
+
+/* A heap allocation that takes a tagged run for reuse: it leaves the pool. */
+proctype taker() {
+  lock();
+  if
+  :: tagged > 0 -> tagged--
+  :: else -> skip
+  fi;
+  unlock();
+  atomic { done++ }
+}
+
+proctype closer() {
+  bool look;
+#ifdef PENDING_BEFORE_CAS
+  look = (pending > 0);
+  atomic { state == ACTIVE -> state = CLOSING };
+  look = look || (tagged > 0);
+#else
+  atomic { state == ACTIVE -> state = CLOSING };
+#ifdef NO_PENDING
+  look = (tagged > 0);
+#else
+  look = (pending > 0);
+  look = look || (tagged > 0);
+#endif
+#endif
+  if
+  :: look ->
+#ifndef NO_MUTEX_WAIT
+     lock();
+#endif
+     tagged = 0;   /* released while above the bound, the rest untagged */
+#ifndef NO_MUTEX_WAIT
+     unlock()
+#endif
+  :: else -> skip
+  fi;
+  closed = 1
+}
+
+init {
+  atomic {
+    run retirer();
+    run retirer();
+    run taker();
+    run closer()
+  }
+  /* Everyone finished: no run of the closed era may still be tagged. */
+  (done == 3 && closed);
+  assert(tagged == 0)
+}
