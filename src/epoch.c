@@ -421,6 +421,8 @@ TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
       settle_detached(a, era, NULL, detached, drained, false);
       atomic_store(&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSED));
     }
+    /* A close the fork caught before its decay step finishes it here (D1). */
+    if (TSLAB_STATE_OF(atomic_load(&a->ring[slot].state)) != TSLAB_EPOCH_ACTIVE) tslab_heap_decay_close(a, slot);
     uint64_t seq = atomic_load(&es->stat_seq);
     if (seq & 1) atomic_store(&es->stat_seq, seq + 1);
   }

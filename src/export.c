@@ -213,6 +213,7 @@ enum kind {
   K_I64,
   K_BOOL,
   K_NS,    /* uint64_t nanoseconds; Prometheus gets seconds */
+  K_MS32,  /* uint32_t milliseconds; Prometheus gets seconds */
   K_STR,   /* char[TSLAB_LABEL_MAX] */
   K_STATE, /* tslab_epoch_state_t */
   K_RELEASE, /* tslab_release_policy_t; JSON only */
@@ -427,8 +428,8 @@ static const field_t config_fields[] = {
        "Bound of each thread cache's part of the hot reserve: drained block bytes it keeps."),
     CF(pool_decay_max, K_SIZE, "tslab_config_pool_decay_max_bytes",
        "Empty bytes of open epochs the pool may keep beyond pool_resident_max until they decay."),
-    CF(pool_decay_ms, K_U32, "tslab_config_pool_decay_ms",
-       "How long memory kept by decay stays resident, in milliseconds."),
+    CF(pool_decay_ms, K_MS32, "tslab_config_pool_decay_seconds",
+       "How long memory kept by decay stays resident."),
     CF(block_budget, K_SIZE, "tslab_config_block_budget_bytes",
        "Bytes each thread may bump-allocate per epoch in blocks (0: blocks off)."),
     CF(max_alloc_size, K_SIZE, "tslab_config_max_alloc_size_bytes",
@@ -518,6 +519,16 @@ static void out_value(out_t* o, const void* item, const field_t* f, int prom) {
       uint32_t v;
       memcpy(&v, p, sizeof v);
       out_fmt(o, "%" PRIu32, v);
+      return;
+    }
+    case K_MS32: {
+      uint32_t v;
+      memcpy(&v, p, sizeof v);
+      if (prom) {
+        out_seconds(o, (uint64_t)v * 1000000u);
+      } else {
+        out_fmt(o, "%" PRIu32, v);
+      }
       return;
     }
     case K_SIZE: {

@@ -354,7 +354,7 @@ static size_t release_chain(tslab_t* a, tslab_run_t* chain) {
       if (ok[i])
         clean_insert(a, r);
       else
-        dirty_link(a, r, 0, 0); /* oldest: the first to be tried again */
+        dirty_link(a, r, 0, 0); /* aged out: released again once it is the oldest */
     }
   }
   return released;
@@ -367,16 +367,23 @@ static void mark_releasing(tslab_t* a, tslab_run_t* r, tslab_run_t** chain) {
   *chain = r;
 }
 
+/* The most the pool may hold: pool_resident_max + pool_decay_max, which a
+ * caller may set as high as it likes ("no bound"). */
+static size_t pool_bound(const tslab_t* a) {
+  size_t most;
+  return __builtin_add_overflow(a->config.pool_resident_max, a->config.pool_decay_max, &most) ? SIZE_MAX : most;
+}
+
 /* Pull the oldest dirty runs while the pool is above its bound: above
  * pool_resident_max + pool_decay_max always (runs whose release the OS
  * refused come back), above pool_resident_max while the oldest run has
  * stayed pool_decay_ms (decay, section 5). */
 static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now) {
   tslab_heap_t* h = &a->heap;
-  size_t keep = a->config.pool_resident_max;
+  size_t keep = a->config.pool_resident_max, most = pool_bound(a);
   uint64_t ttl = (uint64_t)a->config.pool_decay_ms * 1000000u;
   while (h->dirty_bytes > keep && h->lru_head &&
-         (h->dirty_bytes > keep + a->config.pool_decay_max || h->lru_head->pooled_ns + ttl <= now)) {
+         (h->dirty_bytes > most || h->lru_head->pooled_ns + ttl <= now)) {
     tslab_run_t* v = h->lru_head;
     dirty_unlink(a, v);
     mark_releasing(a, v, &chain);
@@ -493,8 +500,12 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
   tslab_run_t* r = NULL;
   bool was_dirty = false;
   /* Dirty bins up to TSLAB_HEAP_EXACT hold runs of exactly one length. */
+  uint32_t tag = 0;
+  uint64_t pooled = 0;
   if (align == 1 && n <= TSLAB_HEAP_EXACT && h->dirty[n - 1]) {
     r = h->dirty[n - 1];
+    tag = r->decay_slot;
+    pooled = r->pooled_ns;
     dirty_unlink(a, r);
     was_dirty = true;
   }
@@ -530,7 +541,13 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     if (r->retired && !tslab_grace_passed(a, self, r->retired)) {
       tslab_run_t* d = tslab_heap_fresh_desc(a, self, r);
       if (!d) {
-        dirty_link(a, r, 0, 0);
+        /* No descriptor: the run goes back where it came from. */
+        if (was_dirty) {
+          dirty_link(a, r, tag, pooled);
+        } else {
+          atomic_fetch_sub_explicit(&a->resident_bytes, (size_t)n << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
+          clean_insert(a, r);
+        }
         r = NULL;
       } else {
         r = d;
@@ -662,7 +679,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
       mark_releasing(a, r, &chain);
     } else if (h->dirty_bytes + bytes <= a->config.pool_resident_max) {
       dirty_link(a, r, 0, now);
-    } else if (era && h->dirty_bytes + bytes <= a->config.pool_resident_max + a->config.pool_decay_max &&
+    } else if (era && h->dirty_bytes + bytes <= pool_bound(a) &&
                (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
       dirty_link(a, r, era->slot + 1, now);
     } else {
@@ -670,8 +687,11 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
     }
   }
   if (decay >= 0) atomic_fetch_sub_explicit(&h->decay_pending[era->slot], 1, memory_order_seq_cst);
-  chain = evict_over_budget(a, chain, now);
+  /* Runs the pool lets go of now belong to other retires (other eras): their
+   * bytes are not this call's. */
+  tslab_run_t* evicted = evict_over_budget(a, NULL, now);
   size_t released = release_chain(a, chain);
+  release_chain(a, evicted);
   pthread_mutex_unlock(&h->mu);
   return released;
 }
@@ -763,13 +783,17 @@ TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a) {
  * returned to the dirty pool. Single-threaded: no locks. */
 TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
   tslab_heap_t* h = &a->heap;
+  tslab_run_t* releasing = NULL;
   for (size_t g = 0; g < h->top;) {
     tslab_run_t* r = atomic_load(&a->map[g]);
     if (!r || r->start != a->base + (g << TSLAB_GRANULE_SHIFT) || r->granules == 0) break;
     uint8_t kind = atomic_load(&r->kind);
     uint32_t seq = atomic_load(&r->seq);
     if (seq & 1) atomic_store(&r->seq, seq + 1);
-    if (kind == TSLAB_RUN_NONE || kind == TSLAB_RUN_RELEASING) {
+    if (kind == TSLAB_RUN_RELEASING) {
+      /* Its releaser vanished: the child releases it (below). */
+      mark_releasing(a, r, &releasing);
+    } else if (kind == TSLAB_RUN_NONE) {
       r->heap_next = NULL;
       dirty_link(a, r, 0, 0);
     } else if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK) {
@@ -777,6 +801,19 @@ TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
     }
     g += r->granules;
   }
+  /* The pool back within its bound: untagged runs (kept for no open era)
+   * above pool_resident_max go, oldest first. */
+  uint64_t tagged = 0;
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) tagged += atomic_load(&h->decay_bytes[slot]);
+  for (tslab_run_t *r = h->lru_head, *next; r && h->dirty_bytes - tagged > a->config.pool_resident_max; r = next) {
+    next = r->lru_next;
+    if (r->decay_slot) continue;
+    dirty_unlink(a, r);
+    mark_releasing(a, r, &releasing);
+  }
+  pthread_mutex_lock(&h->mu);
+  release_chain(a, releasing);
+  pthread_mutex_unlock(&h->mu);
 }
 
 /* ---- checking ---- */

@@ -128,6 +128,16 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
   if (!a) return 1;
   size_t bad = tslab_heap_check(a, report, cap);
   bad += tslab_tcache_check(a, bad ? NULL : report, cap);
+  /* Decay keeps runs for open eras only: a closed era's close released or
+   * untagged its slot's (D1). */
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    uint64_t st = atomic_load(&a->ring[slot].state);
+    uint64_t tagged = atomic_load(&a->heap.decay_bytes[slot]);
+    if (tagged && TSLAB_STATE_OF(st) != TSLAB_EPOCH_ACTIVE && TSLAB_STATE_OF(st) != TSLAB_EPOCH_CLOSING &&
+        bad++ == 0 && report && cap)
+      snprintf(report, cap, "ring slot %u (era %llu, not open) keeps %llu bytes of decay", slot,
+               (unsigned long long)TSLAB_STATE_ERA(st), (unsigned long long)tagged);
+  }
   /* Blocks are held by the caches (bumping, full) or by their era's
    * detached list; the heap must hold as many. */
   uint64_t blocks = 0;

@@ -366,6 +366,18 @@ static void test_decay(void) {
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 
+  /* No bound (SIZE_MAX): kept, not wrapped round to no decay at all. */
+  a = make_decay(pool, SIZE_MAX, 3600 * 1000);
+  e = tslab_epoch_current(a);
+  fill(a, e, objs, DECAY_N, DECAY_SIZE);
+  tslab_stats_global(a, &g0);
+  empty_all(a, objs, DECAY_N);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.release_calls_total, g0.release_calls_total);
+  CHECK(g1.decay_bytes >= batch - pool - 2 * 16384);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
   /* Off: the pool keeps pool_resident_max and no more. */
   a = make_decay(pool, 0, 1000);
   e = tslab_epoch_current(a);

@@ -113,7 +113,69 @@ static int wait_child(pid_t pid, int* status) {
   }
 }
 
+/* ---- fork while a close releases what decay kept ---- */
+
+enum { DECAY_OBJS = 4096, DECAY_FORKS = 60 };
+static tslab_t* decay_inst;
+
+/* An epoch after another: a batch allocated, freed (its slabs empty while
+ * the epoch is open, so decay keeps them) and closed (which releases them). */
+static void* decay_closer(void* arg) {
+  (void)arg;
+  static void* objs[DECAY_OBJS];
+  while (!atomic_load(&stop)) {
+    tslab_epoch_t e = tslab_epoch_advance(decay_inst);
+    for (int i = 0; i < DECAY_OBJS; i++) objs[i] = tslab_alloc(decay_inst, 128, e);
+    for (int i = 0; i < DECAY_OBJS; i++) tslab_free(decay_inst, objs[i]);
+    tslab_epoch_close(decay_inst, e);
+  }
+  return NULL;
+}
+
+/* Child: consistent (no closed era keeps decay, D1), and once the current
+ * era is closed nothing is kept beyond the pool's bound. */
+static int decay_child(void) {
+  if (tslab_check(decay_inst, NULL, 0) != 0) return 1;
+  if (tslab_epoch_close(decay_inst, tslab_epoch_current(decay_inst)) != TSLAB_OK) return 2;
+  tslab_stats_global_t g;
+  if (tslab_stats_global(decay_inst, &g) != TSLAB_OK || g.decay_bytes != 0) return 3;
+  return tslab_check(decay_inst, NULL, 0) != 0 ? 4 : 0;
+}
+
+static void test_fork_decay(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 32;
+  c.block_budget = 0;
+  c.pool_resident_max = 64 << 10;
+  c.pool_decay_max = 4 << 20;
+  c.pool_decay_ms = 3600 * 1000;
+  decay_inst = tslab_create(&c);
+  REQUIRE(decay_inst != NULL);
+  atomic_store(&stop, false);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, decay_closer, NULL) == 0);
+  for (int f = 0; f < DECAY_FORKS; f++) {
+    struct timespec nap = {0, 700000 + (f % 7) * 137000};
+    nanosleep(&nap, NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) _exit(decay_child());
+    int status = 0;
+    if (!wait_child(pid, &status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "decay fork %d: child failed (status %d)\n", f, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+      tu_failures++;
+      break;
+    }
+  }
+  atomic_store(&stop, true);
+  pthread_join(t, NULL);
+  CHECK_CONSISTENT(decay_inst);
+  tslab_destroy(decay_inst);
+}
+
 int main(void) {
+  test_fork_decay();
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
   void* objs[NOBJ];
