@@ -469,11 +469,16 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
 }
 
 /* The part of [lo, hi) of the used range not faulted in yet, extended to a
- * whole populate step; the caller faults it in without the mutex. */
+ * whole populate step; the caller faults it in without the mutex. The step
+ * grows with the range, a quarter of it up to TSLAB_POPULATE_STEP: a small
+ * program does not get 256 KiB resident for its first 16 KiB slab, a
+ * growing phase soon faults in 256 KiB per call. */
 static size_t populate_claim(tslab_t* a, size_t hi, size_t* from) {
   tslab_heap_t* h = &a->heap;
   if (hi <= h->populated) return 0;
-  size_t to = (hi + TSLAB_POPULATE_STEP - 1) & ~(TSLAB_POPULATE_STEP - 1);
+  size_t step = TSLAB_GRANULE;
+  while (step < TSLAB_POPULATE_STEP && step * 4 < hi) step *= 2;
+  size_t to = (hi + step - 1) & ~(step - 1);
   if (to > h->committed) to = h->committed;
   *from = h->populated;
   h->populated = to;

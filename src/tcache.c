@@ -385,7 +385,14 @@ static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* 
 
 /* The bin starts counting for the slot's era: its cumulative counters'
  * values now are the era's zero (section 9). */
-static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+  /* A bin is set up the first time it is used: a cache has one per (ring
+   * slot, class), most never used, and writing them all at creation would
+   * make every page of them resident (hundreds of KiB per thread). */
+  if (!bin->size) {
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
+    bin->size = tslab_classes[bin->cls].size;
+  }
   uint64_t bit = 1ull << (bin->cls & 63);
   if (atomic_load_explicit(&sc->classes[bin->cls >> 6], memory_order_relaxed) & bit) return;
   uint64_t al, fr;
@@ -405,7 +412,7 @@ static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_
 
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   return bin;
 }
 
@@ -584,7 +591,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
-  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
@@ -775,13 +782,6 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
       tc->bytes = bytes;
       tc->inst = a;
       tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
-      for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
-          bin->cls = c;
-          bin->size = tslab_classes[c].size;
-        }
-      }
       pthread_mutex_init(&tc->mu, NULL);
       /* Append-only list read without the mutex: publish with release. */
       atomic_store_explicit(&tc->reg_next, atomic_load_explicit(&a->caches, memory_order_relaxed),
