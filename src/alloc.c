@@ -133,7 +133,7 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
  * fast_max folds max_alloc_size into the size check. */
 TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) {
   if (likely(a != NULL && size - 1 < a->fast_max)) {
-    if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
+    if (likely(tslab_tls_last.id == a->id)) {
       tslab_tcache_t* tc = tslab_tls_last.tc;
       /* Addresses first: the busy store could alias them for the compiler. */
       uint32_t slot = (uint32_t)(e & a->ring_mask);
@@ -202,7 +202,7 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
   /* Fast path: a set-aside slot of the bin's current slab, which has its
    * slot generations already, when the slot's block would not serve the
    * size (typed pools in long-lived epochs). */
-  if (likely(a != NULL && size - 1 < a->fast_max && tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) {
+  if (likely(a != NULL && size - 1 < a->fast_max && tslab_tls_last.id == a->id)) {
     tslab_tcache_t* tc = tslab_tls_last.tc;
     uint32_t slot = (uint32_t)(e & a->ring_mask);
     tslab_slot_cache_t* sc = &tc->slots[slot];

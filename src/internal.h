@@ -799,6 +799,10 @@ TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
 
+/* A thread's (instance, cache) pair. `id` is the instance's unique id, or 0
+ * when the entry is empty: instance ids are never reused, so comparing it
+ * alone finds the cache (a new instance at a destroyed one's address has a
+ * new id). */
 typedef struct tslab_tls_entry {
   tslab_t* inst;
   uint64_t id;
@@ -811,7 +815,7 @@ TSLAB_INTERNAL extern __thread tslab_tls_entry_t tslab_tls_last;
 
 /* This thread's cache for instance a (created on first use), or NULL. */
 static inline tslab_tcache_t* tslab_tcache_get(tslab_t* a) {
-  if (likely(tslab_tls_last.inst == a && tslab_tls_last.id == a->id)) return tslab_tls_last.tc;
+  if (likely(tslab_tls_last.id == a->id)) return tslab_tls_last.tc;
   return tslab_tcache_slow(a);
 }
 

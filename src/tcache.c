@@ -81,6 +81,10 @@ TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc) {
   return false;
 }
 
+/* An empty entry: no instance, and an id no instance has (ids start at 1),
+ * so the fast paths' id compare alone tells a hit (section 6). */
+static void tls_entry_clear(tslab_tls_entry_t* e) { *e = (tslab_tls_entry_t){NULL, 0, NULL}; }
+
 static bool instance_alive_locked(tslab_t* a, uint64_t id) {
   for (size_t i = 0; i < live.len; i++)
     if (live_items()[i] == a && a->id == id) return true;
@@ -99,7 +103,7 @@ static void tls_prune(void) {
     if (instance_alive_locked(extra_items()[i].inst, extra_items()[i].id)) extra_items()[n++] = extra_items()[i];
   tls_extra.len = n;
   if (tslab_tls_last.inst && !instance_alive_locked(tslab_tls_last.inst, tslab_tls_last.id))
-    tslab_tls_last.inst = NULL;
+    tls_entry_clear(&tslab_tls_last);
   pthread_mutex_unlock(&live_mu);
   tls_pruned = d;
 }
@@ -816,7 +820,7 @@ TSLAB_INTERNAL size_t tslab_tls_table_len(void) { return tls_extra.len; }
 
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_find(tslab_t* a) {
   if (!a) return NULL;
-  if (tslab_tls_last.inst == a && tslab_tls_last.id == a->id) return tslab_tls_last.tc;
+  if (tslab_tls_last.id == a->id) return tslab_tls_last.tc;
   for (size_t i = 0; i < tls_extra.len; i++) {
     tslab_tls_entry_t* x = &extra_items()[i];
     if (x->inst == a && x->id == a->id) {
@@ -906,7 +910,7 @@ static void abandon(tslab_t* a, tslab_tcache_t* tc) {
 
 static void abandon_entry(tslab_tls_entry_t* e) {
   if (e->inst && instance_alive_locked(e->inst, e->id)) abandon(e->inst, e->tc);
-  e->inst = NULL;
+  tls_entry_clear(e);
 }
 
 /* Thread exit: flush and abandon this thread's caches of live instances. The
@@ -932,7 +936,7 @@ TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a) {
   }
   atomic_fetch_add_explicit(&destroyed, 1, memory_order_release);
   pthread_mutex_unlock(&live_mu);
-  if (tslab_tls_last.inst == a) tslab_tls_last.inst = NULL;
+  if (tslab_tls_last.inst == a) tls_entry_clear(&tslab_tls_last);
 }
 
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a) {
