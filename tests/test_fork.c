@@ -175,7 +175,6 @@ static void test_fork_decay(void) {
 }
 
 int main(void) {
-  test_fork_decay();
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
   void* objs[NOBJ];
@@ -214,5 +213,6 @@ int main(void) {
   for (unsigned i = 0; i < NOBJ; i++) CHECK(tslab_free(a, objs[i]));
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
+  test_fork_decay();
   TEST_DONE();
 }
