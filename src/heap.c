@@ -473,9 +473,15 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
  * grows with the range, a quarter of it up to TSLAB_POPULATE_STEP: a small
  * program does not get 256 KiB resident for its first 16 KiB slab, a
  * growing phase soon faults in 256 KiB per call. */
-static size_t populate_claim(tslab_t* a, size_t hi, size_t* from) {
+static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   tslab_heap_t* h = &a->heap;
   if (hi <= h->populated) return 0;
+  if (hi - lo > TSLAB_POPULATE_STEP) {
+    /* A large span is faulted in by the program as it touches it (it may
+     * never touch most of it; calloc relies on its pages reading zero). */
+    h->populated = hi;
+    return 0;
+  }
   size_t step = TSLAB_GRANULE;
   while (step < TSLAB_POPULATE_STEP && step * 4 < hi) step *= 2;
   size_t to = (hi + step - 1) & ~(step - 1);
@@ -573,7 +579,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     atomic_store_explicit(&r->kind, TSLAB_RUN_NONE, memory_order_release);
     map_ends(a, r);
     if (!was_dirty)
-      pop_bytes = populate_claim(a, (size_t)(r->start - a->base) + ((size_t)n << TSLAB_GRANULE_SHIFT), &pop_from);
+      pop_bytes = populate_claim(a, (size_t)(r->start - a->base),
+                                 (size_t)(r->start - a->base) + ((size_t)n << TSLAB_GRANULE_SHIFT), &pop_from);
   }
   pthread_mutex_unlock(&h->mu);
   if (pop_bytes) tslab_os_populate(a->base + pop_from, pop_bytes);

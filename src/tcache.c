@@ -73,11 +73,14 @@ TSLAB_INTERNAL tslab_t* tslab_live_at(size_t i) { return live_items()[i]; }
 
 static tslab_tls_entry_t* extra_items(void) { return (tslab_tls_entry_t*)tls_extra.items; }
 
-/* Is tc one of the calling thread's caches? */
+/* Is tc one of the calling thread's caches? An entry of a destroyed
+ * instance may name memory a new instance's cache now occupies: the entry
+ * counts only when its id is that of the cache's instance. */
 TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc) {
-  if (tslab_tls_last.inst && tslab_tls_last.tc == tc) return true;
+  uint64_t id = tc->inst->id;
+  if (tslab_tls_last.tc == tc && tslab_tls_last.id == id) return true;
   for (size_t i = 0; i < tls_extra.len; i++)
-    if (extra_items()[i].tc == tc) return true;
+    if (extra_items()[i].tc == tc && extra_items()[i].id == id) return true;
   return false;
 }
 

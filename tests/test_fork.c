@@ -174,7 +174,66 @@ static void test_fork_decay(void) {
   tslab_destroy(decay_inst);
 }
 
+/* ---- fork after an instance was destroyed under a thread's entry ---- */
+
+/* The main thread keeps an entry for instance A; another thread destroys A
+ * and creates B, whose first cache (a third thread's) the system often
+ * places at the destroyed cache's address. In a child forked then, the
+ * third thread is gone: its cache must be parked for adoption, not taken
+ * for the forking thread's own by the stale entry. */
+static tslab_t* stale_b;
+static pthread_mutex_t stale_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stale_cv = PTHREAD_COND_INITIALIZER;
+static int stale_stage;
+
+static void* stale_replace(void* arg) {
+  tslab_destroy((tslab_t*)arg);
+  stale_b = tslab_create(NULL);
+  return NULL;
+}
+
+static void* stale_user(void* arg) {
+  (void)arg;
+  void* p = tslab_alloc(stale_b, 64, tslab_epoch_current(stale_b));
+  pthread_mutex_lock(&stale_mu);
+  stale_stage = 1;
+  pthread_cond_broadcast(&stale_cv);
+  while (stale_stage != 2) pthread_cond_wait(&stale_cv, &stale_mu);
+  pthread_mutex_unlock(&stale_mu);
+  tslab_free(stale_b, p);
+  return NULL;
+}
+
+static void test_fork_stale_entry(void) {
+  tslab_t* old = tslab_create(NULL);
+  REQUIRE(old != NULL);
+  REQUIRE(tslab_alloc(old, 64, tslab_epoch_current(old)) != NULL);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, stale_replace, old) == 0);
+  pthread_join(t, NULL);
+  REQUIRE(stale_b != NULL);
+  REQUIRE(pthread_create(&t, NULL, stale_user, NULL) == 0);
+  pthread_mutex_lock(&stale_mu);
+  while (stale_stage != 1) pthread_cond_wait(&stale_cv, &stale_mu);
+  pthread_mutex_unlock(&stale_mu);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    tslab_stats_global_t g;
+    _exit(tslab_stats_global(stale_b, &g) != TSLAB_OK ? 1 : g.threads_active != 0 ? 2 : 0);
+  }
+  int status = 0;
+  CHECK(wait_child(pid, &status) && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  pthread_mutex_lock(&stale_mu);
+  stale_stage = 2;
+  pthread_cond_broadcast(&stale_cv);
+  pthread_mutex_unlock(&stale_mu);
+  pthread_join(t, NULL);
+  tslab_destroy(stale_b);
+}
+
 int main(void) {
+  test_fork_stale_entry();
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
   void* objs[NOBJ];
