@@ -25,13 +25,17 @@ const char* __tsan_default_options(void) { return "die_after_fork=0"; }
 
 /* AddressSanitizer's allocator takes no lock around fork in the runtimes
  * the sanitizer builds use (clang 14): a child that allocates may wait
- * forever for a lock another parent thread held at the fork. Under it, the
- * children forked among busy threads skip their own endpoint, which
- * allocates; the children of a quiet parent still start one. */
-#if defined(__SANITIZE_ADDRESS__)
+ * forever for a lock another parent thread held at the fork.
+ * ThreadSanitizer's runtime may likewise hang now and then, or report a
+ * thread id still in use, in a child that starts a thread after a fork
+ * among busy threads. Under either, the children forked among busy threads
+ * skip their own endpoint, which allocates and starts a thread; the
+ * children of a quiet parent still start one, and the plain build runs all
+ * of it. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define CHILD_MAY_ALLOCATE 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define CHILD_MAY_ALLOCATE 0
 #endif
 #endif
