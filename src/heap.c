@@ -243,12 +243,24 @@ static void clean_insert(tslab_t* a, tslab_run_t* r) {
 
 /* ---- dirty runs ---- */
 
-/* Link r as the newest dirty run; `decay_slot` tags it with the ring slot
- * (+ 1) of the active era whose retire kept it beyond pool_resident_max
- * (0: within the bound), `now` is its entry time (coarse clock). */
-static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t now) {
+/* Decay's count of a dirty run's bytes for its slot (`decay_slot`, ring slot
+ * + 1, 0: none) goes; the run stays where it is. */
+static void decay_untag(tslab_heap_t* h, tslab_run_t* r) {
+  if (!r->decay_slot) return;
+  atomic_fetch_sub_explicit(&h->decay_bytes[r->decay_slot - 1], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
+                            memory_order_relaxed);
+  r->decay_slot = 0;
+}
+
+/* Link r into the dirty pool; `decay_slot` tags it with the ring slot (+ 1)
+ * of the active era whose retire kept it beyond pool_resident_max (0:
+ * within the bound), `pooled_ns` is its entry time (coarse clock). A run
+ * entering at time 0 (one the OS refused to release, one a vanished thread
+ * left half-made) counts as aged out: it is linked as the oldest, so the
+ * pool's next eviction takes it first. */
+static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t pooled_ns) {
   tslab_heap_t* h = &a->heap;
-  r->pooled_ns = now;
+  r->pooled_ns = pooled_ns;
   r->decay_slot = decay_slot;
   if (decay_slot)
     atomic_fetch_add_explicit(&h->decay_bytes[decay_slot - 1], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
@@ -258,13 +270,23 @@ static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t
   r->heap_next = h->dirty[b];
   if (r->heap_next) r->heap_next->heap_prev = r;
   h->dirty[b] = r;
-  r->lru_next = NULL;
-  r->lru_prev = h->lru_tail;
-  if (h->lru_tail)
-    h->lru_tail->lru_next = r;
-  else
+  if (pooled_ns == 0) {
+    r->lru_prev = NULL;
+    r->lru_next = h->lru_head;
+    if (h->lru_head)
+      h->lru_head->lru_prev = r;
+    else
+      h->lru_tail = r;
     h->lru_head = r;
-  h->lru_tail = r;
+  } else {
+    r->lru_next = NULL;
+    r->lru_prev = h->lru_tail;
+    if (h->lru_tail)
+      h->lru_tail->lru_next = r;
+    else
+      h->lru_head = r;
+    h->lru_tail = r;
+  }
   h->dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   atomic_fetch_add_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
   atomic_store_explicit(&r->kind, TSLAB_RUN_FREE_DIRTY, memory_order_release);
@@ -287,11 +309,7 @@ static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
   else
     h->lru_tail = r->lru_prev;
   r->heap_next = r->heap_prev = r->lru_next = r->lru_prev = NULL;
-  if (r->decay_slot) {
-    atomic_fetch_sub_explicit(&h->decay_bytes[r->decay_slot - 1], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
-                              memory_order_relaxed);
-    r->decay_slot = 0;
-  }
+  decay_untag(h, r);
   h->dirty_bytes -= (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   atomic_fetch_sub_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
 }
@@ -354,7 +372,7 @@ static size_t release_chain(tslab_t* a, tslab_run_t* chain) {
       if (ok[i])
         clean_insert(a, r);
       else
-        dirty_link(a, r, 0, 0); /* aged out: released again once it is the oldest */
+        dirty_link(a, r, 0, 0); /* aged out: the next eviction tries it again */
     }
   }
   return released;
@@ -727,10 +745,7 @@ TSLAB_INTERNAL size_t tslab_heap_decay_close(tslab_t* a, uint32_t slot) {
       dirty_unlink(a, r);
       mark_releasing(a, r, &chain);
     } else {
-      /* Within the bound now: an ordinary part of the reserve. */
-      atomic_fetch_sub_explicit(&h->decay_bytes[slot], (uint64_t)r->granules << TSLAB_GRANULE_SHIFT,
-                                memory_order_relaxed);
-      r->decay_slot = 0;
+      decay_untag(h, r); /* within the bound now: an ordinary part of the reserve */
     }
   }
   size_t released = release_chain(a, chain);
@@ -790,9 +805,11 @@ TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a) {
 
 /* ---- fork ---- */
 
-/* Child (docs/ARCHITECTURE.md 7.6): runs a vanished thread was formatting
- * (kind NONE), releasing (RELEASING) or publishing (seq odd) are finished or
- * returned to the dirty pool. Single-threaded: no locks. */
+/* Child (docs/ARCHITECTURE.md 7.6): runs a vanished thread was releasing
+ * (RELEASING) are released, runs it was formatting (kind NONE) go back to
+ * the dirty pool as aged out, runs it was publishing (seq odd) are
+ * finished; then the pool is evicted down to its bound. Single-threaded:
+ * the mutex is taken only because release_chain drops and retakes it. */
 TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
   tslab_heap_t* h = &a->heap;
   tslab_run_t* releasing = NULL;
@@ -813,16 +830,9 @@ TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
     }
     g += r->granules;
   }
-  /* The pool back within its bound: untagged runs (kept for no open era)
-   * above pool_resident_max go, oldest first. */
-  uint64_t tagged = 0;
-  for (uint32_t slot = 0; slot < a->ring_size; slot++) tagged += atomic_load(&h->decay_bytes[slot]);
-  for (tslab_run_t *r = h->lru_head, *next; r && h->dirty_bytes - tagged > a->config.pool_resident_max; r = next) {
-    next = r->lru_next;
-    if (r->decay_slot) continue;
-    dirty_unlink(a, r);
-    mark_releasing(a, r, &releasing);
-  }
+  /* The pool back within its bound: the runs just linked count as aged out
+   * and go first. */
+  releasing = evict_over_budget(a, releasing, tslab_coarse_ns());
   pthread_mutex_lock(&h->mu);
   release_chain(a, releasing);
   pthread_mutex_unlock(&h->mu);
