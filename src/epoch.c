@@ -465,12 +465,16 @@ static void open_era(tslab_t* a, uint64_t era) {
   atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
   tslab_spin_unlock(&es->mu);
   if (labelled) pthread_mutex_unlock(&a->label_mu);
+  /* A release store: what the open wrote is visible to whoever reads the
+   * era ACTIVE (an allocation, the closer's CAS); nothing here needs a
+   * store-load order, and a locked instruction per request is measurable. */
   atomic_store_explicit(&a->ring[era & a->ring_mask].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE),
-                        memory_order_seq_cst);
-  uint64_t cur = atomic_load_explicit(&a->current, memory_order_relaxed);
-  while (cur < era && !atomic_compare_exchange_weak_explicit(&a->current, &cur, era, memory_order_seq_cst,
-                                                             memory_order_relaxed)) {
-  }
+                        memory_order_release);
+  /* Only this opener may move `current` now: every other advance finds this
+   * slot's era at or above its candidate and reads `current` again until
+   * this store (7.1), so a plain store keeps it growing. */
+  if (atomic_load_explicit(&a->current, memory_order_relaxed) < era)
+    atomic_store_explicit(&a->current, era, memory_order_release);
   if (me)
     tslab_bump(&me->epochs_opened, 1);
   else

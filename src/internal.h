@@ -318,10 +318,12 @@ struct tslab_tcache {
   /* Statistics (section 9): classes any bin of this cache ever counted for
    * (owner sets bits); frees this thread made in closed eras, per class and
    * for blocks (index TSLAB_CLASSES), owner adds; epochs this thread opened
-   * and closed, owner adds. */
+   * and closed, blocks it created and reused, owner adds (a shared counter
+   * would cost every request a locked instruction). */
   _Atomic uint64_t ever_classes[2];
   tslab_counts_t late[TSLAB_CLASSES + 1];
   _Atomic uint64_t epochs_opened, epochs_closed;
+  _Atomic uint64_t blocks_created, blocks_reused;
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */
   bool forked_busy;
@@ -488,7 +490,6 @@ struct tslab {
    * fence). */
   _Atomic uint64_t cacheless_busy;
   _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
-  _Atomic uint64_t blocks_created, blocks_reused;
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES]; /* slabs in use per class (blocks are counted by walks) */
   /* Opened and closed by threads without a cache (the others count in their
    * cache). */
