@@ -157,6 +157,9 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
           tslab_busy_exit(tc);
           return top;
         }
+        /* The size anew: reusing the check's size - 1 for the class would keep
+         * it in a callee-saved register, saved and restored on every call. */
+        __asm__("" : "+r"(size));
         tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
         /* One register for the bin: left to itself the compiler derives its
          * fields from two differently offset bases. */
