@@ -160,14 +160,25 @@ static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run
   }
 }
 
+/* An instance event of a close: in the closer's cache when it has one (an
+ * owner add), else in the instance's counter. */
+static void count_close_event(tslab_tcache_t* me, _Atomic uint64_t* mine, _Atomic uint64_t* instance, uint64_t n) {
+  if (!n) return;
+  if (me)
+    tslab_owner_add(mine, n);
+  else
+    atomic_fetch_add_explicit(instance, n, memory_order_relaxed);
+}
+
 /* Objects ended by free-all count as frees of the era (end_run counts them
  * for the instance). The era's slot holds the era: the caller is its
  * closer. */
-static void count_ended(tslab_t* a, tslab_epoch_slot_t* es, uint64_t ended, uint64_t frees, uint64_t bytes) {
+static void count_ended(tslab_t* a, tslab_tcache_t* me, tslab_epoch_slot_t* es, uint64_t ended, uint64_t frees,
+                        uint64_t bytes) {
   if (!ended && !frees) return;
   atomic_fetch_add_explicit(&es->frees, ended + frees, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->free_bytes, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->objects_ended, ended, memory_order_relaxed);
+  if (bytes) atomic_fetch_add_explicit(&es->free_bytes, bytes, memory_order_relaxed);
+  count_close_event(me, me ? &me->objects_ended : NULL, &a->objects_ended, ended);
 }
 
 /* Free-all: end every object of a detached run. Returns the objects ended;
@@ -211,7 +222,7 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
        * already; whoever brings it to zero gives the run back. A block
        * detached with objects counts as the era's run (7.5) until then,
        * as on the list below: its retire uncounts it. */
-      if (block) tslab_era_count_run(a, era, 1, (int64_t)TSLAB_BLOCK_BYTES);
+      if (block) tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
       uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
       ended += e;
       empty_now = tslab_run_live_add(s, delta - (int64_t)(e + frees - f0));
@@ -225,7 +236,7 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
       /* A detached block holding objects counts as the era's run (7.5),
        * and keeps only the pages its objects touch (3.4). */
       if (block) {
-        tslab_era_count_run(a, era, 1, (int64_t)TSLAB_BLOCK_BYTES);
+        tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
         trimmed += tslab_block_trim(a, s);
       }
       empty_now = tslab_run_live_add(s, delta);
@@ -250,33 +261,38 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     __atomic_store_n(&b->bin_next, NULL, __ATOMIC_RELAXED);
     bool counted = atomic_load_explicit(&b->mode, memory_order_relaxed) == TSLAB_DETACHED; /* ended by free-all */
     if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) {
-      if (counted) tslab_era_count_run(a, era, -1, -(int64_t)TSLAB_BLOCK_BYTES);
+      if (counted) tslab_era_count_run_closing(es, -1, -(int64_t)TSLAB_BLOCK_BYTES);
       continue;
     }
     b->heap_next = empty;
     empty = b;
   }
   tslab_runs_retire(a, empty);
-  if (free_all) count_ended(a, es, ended, frees, bytes);
+  if (free_all) count_ended(a, me, es, ended, frees, bytes);
   if (trimmed) atomic_fetch_add_explicit(&es->released_bytes, trimmed, memory_order_relaxed);
   return trimmed;
 }
 
 /* Free-all: end every object of the era's runs detached by earlier closes,
  * and of its spans. */
-static void end_objects(tslab_t* a, uint64_t era) {
+static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era) {
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_epoch_slot_t* es = &a->slots[slot];
-  tslab_spin_lock(&es->mu);
   tslab_run_t* list = NULL;
-  for (tslab_run_t *s = es->detached, *next; s; s = next) {
-    next = s->era_next;
-    if (atomic_load_explicit(&s->era, memory_order_relaxed) != era) continue;
-    tslab_era_list_unlink_locked(es, s);
-    s->heap_next = list;
-    list = s;
+  /* Only closers add to the list (this one, and those of the slot's earlier
+   * eras, whose CLOSED states came before this era's claim), so a list seen
+   * empty stays empty: no lock then. */
+  if (__atomic_load_n(&es->detached, __ATOMIC_RELAXED)) {
+    tslab_spin_lock(&es->mu);
+    for (tslab_run_t *s = es->detached, *next; s; s = next) {
+      next = s->era_next;
+      if (atomic_load_explicit(&s->era, memory_order_relaxed) != era) continue;
+      tslab_era_list_unlink_locked(es, s);
+      s->heap_next = list;
+      list = s;
+    }
+    tslab_spin_unlock(&es->mu);
   }
-  tslab_spin_unlock(&es->mu);
   uint64_t ended = 0, frees = 0, bytes = 0;
   while (list) {
     tslab_run_t* s = list;
@@ -285,8 +301,8 @@ static void end_objects(tslab_t* a, uint64_t era) {
     ended += e;
     if (tslab_run_live_add(s, -(int64_t)(e + frees - f0))) tslab_run_retire(a, s);
   }
-  count_ended(a, es, ended, frees, bytes);
-  atomic_fetch_add_explicit(&a->objects_ended, tslab_large_kill_era(a, slot, era), memory_order_relaxed);
+  count_ended(a, me, es, ended, frees, bytes);
+  count_close_event(me, me ? &me->objects_ended : NULL, &a->objects_ended, tslab_large_kill_era(a, slot, era));
 }
 
 /* Close era e (and with free_all, end its objects). Returns the status of
@@ -355,13 +371,13 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     }
   }
   if (free_all) {
-    end_objects(a, e);
+    end_objects(a, me, e);
     /* Nothing of the era is live any more: its free bytes catch up with its
      * allocated bytes (the blocks' objects were not sized one by one). */
     uint64_t in = atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
     uint64_t out = atomic_load(&es->f_free_bytes) + atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
     if (in > out) atomic_fetch_add_explicit(&es->free_bytes, in - out, memory_order_relaxed);
-    atomic_fetch_add_explicit(&a->epochs_freed_all, 1, memory_order_relaxed);
+    count_close_event(me, me ? &me->epochs_freed_all : NULL, &a->epochs_freed_all, 1);
   }
   uint64_t released = atomic_load_explicit(&es->released_bytes, memory_order_relaxed) - released0;
   if (released) {

@@ -318,11 +318,12 @@ struct tslab_tcache {
   /* Statistics (section 9): classes any bin of this cache ever counted for
    * (owner sets bits); frees this thread made in closed eras, per class and
    * for blocks (index TSLAB_CLASSES), owner adds; epochs this thread opened
-   * and closed, blocks it created and reused, owner adds (a shared counter
-   * would cost every request a locked instruction). */
+   * and closed (and freed whole, with the objects that ended), blocks it
+   * created and reused, owner adds (a shared counter would cost every request
+   * a locked instruction). */
   _Atomic uint64_t ever_classes[2];
   tslab_counts_t late[TSLAB_CLASSES + 1];
-  _Atomic uint64_t epochs_opened, epochs_closed;
+  _Atomic uint64_t epochs_opened, epochs_closed, epochs_freed_all, objects_ended;
   _Atomic uint64_t blocks_created, blocks_reused;
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */
@@ -536,6 +537,12 @@ static inline void tslab_era_count_run(tslab_t* a, uint64_t era, int64_t runs, i
   atomic_fetch_add_explicit(&es->slabs, (uint64_t)runs, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->slab_bytes, (uint64_t)bytes, memory_order_relaxed);
   tslab_era_count_exit(es);
+}
+/* The same, by the era's closer (its slot is CLOSING, which no advance
+ * claims): no inflight bracket is needed. */
+static inline void tslab_era_count_run_closing(tslab_epoch_slot_t* es, int64_t runs, int64_t bytes) {
+  atomic_fetch_add_explicit(&es->slabs, (uint64_t)runs, memory_order_relaxed);
+  atomic_fetch_add_explicit(&es->slab_bytes, (uint64_t)bytes, memory_order_relaxed);
 }
 static inline void tslab_era_count_released(tslab_t* a, uint64_t era, size_t bytes) {
   tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);

@@ -50,7 +50,7 @@ TSLAB_INTERNAL void tslab_era_list_push_locked(tslab_epoch_slot_t* es, tslab_run
   r->era_prev = NULL;
   r->era_next = es->detached;
   if (es->detached) es->detached->era_prev = r;
-  es->detached = r;
+  __atomic_store_n(&es->detached, r, __ATOMIC_RELAXED); /* peeked at without the lock (epoch.c) */
   r->in_era_list = 1;
 }
 
@@ -58,7 +58,7 @@ TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_r
   if (r->era_prev)
     r->era_prev->era_next = r->era_next;
   else
-    es->detached = r->era_next;
+    __atomic_store_n(&es->detached, r->era_next, __ATOMIC_RELAXED);
   if (r->era_next) r->era_next->era_prev = r->era_prev;
   r->era_next = r->era_prev = NULL;
   r->in_era_list = 0;
@@ -223,12 +223,14 @@ TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* rem
   bool slab = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB;
   for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
     uint64_t pad = slab ? padding(s, w) : 0;
-    /* A word with no object: a remote bit there would have no alloc bit
-     * (its freer finds DETACHED and fails), so it needs no exchange. */
-    if (atomic_load_explicit(&s->bits[2 * w], memory_order_seq_cst) == pad &&
-        !atomic_load_explicit(&s->bits[2 * w + 1], memory_order_seq_cst))
-      continue;
-    uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
+    /* The run is DETACHED already (its close detached it first): a remote
+     * bit set after this looks at its word is taken back by its freer, who
+     * re-reads the mode (3.1), and then finds its alloc bit gone or clears
+     * it before the exchange below. So a remote word seen empty needs no
+     * exchange, and a word with no object none at all. */
+    uint64_t r = atomic_load_explicit(&s->bits[2 * w + 1], memory_order_seq_cst);
+    if (!r && atomic_load_explicit(&s->bits[2 * w], memory_order_seq_cst) == pad) continue;
+    if (r) r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
     uint64_t old = atomic_exchange_explicit(&s->bits[2 * w], pad, memory_order_acq_rel) & ~pad;
     /* A remote bit taken here is a free that completed before the end:
      * counted as a free, not as an object ended. */

@@ -137,12 +137,15 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   /* Blocks: the caches' bumping and full blocks, and the detached ones;
    * their live bytes are read off their bitmaps. */
   uint64_t opened = ld(&a->epochs_opened), closed = ld(&a->epochs_closed), blocks_created = 0, blocks_reused = 0;
+  uint64_t freed_all = ld(&a->epochs_freed_all), ended = ld(&a->objects_ended);
   tslab_tcache_t* self = tslab_tcache_find(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     opened += ld(&tc->epochs_opened);
     closed += ld(&tc->epochs_closed);
     blocks_created += ld(&tc->blocks_created);
     blocks_reused += ld(&tc->blocks_reused);
+    freed_all += ld(&tc->epochs_freed_all);
+    ended += ld(&tc->objects_ended);
     out->reserve_bytes += tslab_block_reserve_bytes(tc);
     tslab_window_enter(a, self);
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
@@ -180,8 +183,8 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   out->slabs_recycled_total = ld(&a->slabs_recycled);
   out->blocks_created_total = blocks_created;
   out->blocks_reused_total = blocks_reused;
-  out->objects_ended_total = ld(&a->objects_ended);
-  out->epochs_freed_all_total = ld(&a->epochs_freed_all);
+  out->objects_ended_total = ended;
+  out->epochs_freed_all_total = freed_all;
   out->release_calls_total = ld(&a->release_calls);
   out->release_bytes_total = ld(&a->release_bytes);
   out->release_failures_total = ld(&a->release_failures);
