@@ -24,7 +24,11 @@
  *            wait for the users' windows, detach their slots (S: a block
  *            first collects and may turn out drained; detach stores DETACHED,
  *            exchanges the remote words, delta), then (block: trim) add delta
- *            to `live`; the party that brings it to 0 retires S;
+ *            to `live`; the party that brings it to 0 retires S. With
+ *            -DFREE_ALL it is tslab_epoch_free_all(e): after the detach it
+ *            ends every object of S (the kill: the remote word exchanged
+ *            only when a load finds a bit in it, the alloc word exchanged
+ *            with 0), then adds delta less what it ended and took;
  *   reuser - any thread that formats S's descriptor again once S is retired
  *            (the heap's next run, or the owner's hot block): only after the
  *            quiet check or a seal and its completion (section 4);
@@ -73,11 +77,16 @@
  *   - when close returns, a run with no live object has left use (contract
  *     2.3);
  *   - close terminates (C3): no invalid end state, and
- *     [] (close_started -> <> close_done) under weak fairness.
+ *     [] (close_started -> <> close_done) under weak fairness;
+ *   - free-all: every object ends exactly once, by a free that took effect
+ *     (accounted) or by the kill; a free of an object the kill ended fails
+ *     (its bits are clear, or the run is gone) and accounts nothing; S is
+ *     retired with `live` 0 once the last racing free returned (C2 with
+ *     free-all, contract line 8).
  *
  * Not modelled: notification (ARMED/QUEUED), several runs per bin or cache,
  * set-aside masks and cache-hot reuse, the block's bias and `block_remote`
- * counter, free-all, spans, the cacheless freers' counter (it plays the busy
+ * counter, free-all of runs detached by an earlier close, spans, the cacheless freers' counter (it plays the busy
  * word's part with read-modify-writes, which are fences), `inflight` of era
  * slots (it guards counters at advance), registration by a non-owner free's
  * counting (it attaches no memory), statistics, and fork. T1's own run is a
@@ -119,8 +128,12 @@
  *                         plain store after it read the remote words (fails)
  *   -DTRIM_AFTER_LIVE     with BLOCK: the closer trims after adding the live
  *                         count (fails)
+ *   -DFREE_ALL            the close is a free-all (passes)
+ *   -DKILL_PLAIN_ALLOC    with FREE_ALL: the kill reads and clears the alloc
+ *                         word in two steps instead of an exchange (fails)
  *
- * Ghost state: holder[i] says who holds slot i's object (the user's view),
+ * Ghost state: holder[i] says who holds slot i's object (the user's view;
+ * after a free-all it may hold a pointer to an ended object, ended[i]),
  * pending[i] is set from the moment a free takes effect for the user until
  * exactly one party accounts for it in the run's counters; inflight counts
  * free calls that have not returned yet; claimed[c] says cache c counts for
@@ -183,6 +196,7 @@ bit closer_is_owner;
 /* ghosts */
 byte holder[NSLOTS];
 bit pending[NSLOTS];
+bit ended[NSLOTS];    /* free-all ended the object: its frees must fail */
 byte inflight;
 bit claimed[2];
 bit owner_paths_closed;
@@ -193,11 +207,15 @@ bit objects_done, owner_done, remote_done, close_started, close_done;
 #if NSLOTS == 3
 #define HELD_BY(t) (holder[0] == t || holder[1] == t || holder[2] == t)
 #define ANY_PENDING (pending[0] || pending[1] || pending[2])
+#define LIVE_HELD ((holder[0] != NONE && !ended[0]) || (holder[1] != NONE && !ended[1]) || \
+                   (holder[2] != NONE && !ended[2]))
+#define LIVE_PENDING ((pending[0] && !ended[0]) || (pending[1] && !ended[1]) || (pending[2] && !ended[2]))
 #else
 #define HELD_BY(t) (holder[0] == t || holder[1] == t)
 #define ANY_PENDING (pending[0] || pending[1])
+#define LIVE_HELD ((holder[0] != NONE && !ended[0]) || (holder[1] != NONE && !ended[1]))
+#define LIVE_PENDING ((pending[0] && !ended[0]) || (pending[1] && !ended[1]))
 #endif
-#define HELD (HELD_BY(T0) || HELD_BY(T1))
 #define ODD(v) (((v) & 1) == 1)
 
 /* A window that validated S (a live object's run) reads and writes S's
@@ -248,6 +266,12 @@ inline account(i) {
   pending[i] = 0
 }
 
+/* A free of an object free-all ended finds it not live and fails: it
+ * accounts nothing. */
+inline fail_ended(i) {
+  atomic { assert(ended[i] && pending[i]); pending[i] = 0 }
+}
+
 inline account_bits(r) {
   atomic {
     if :: r & BIT(0) -> account(0) :: else -> skip fi;
@@ -264,7 +288,7 @@ inline retire() {
   atomic {
     assert(!retired && !trimming);
     assert(!in_cache || mode == DETACHED);
-    assert(!HELD && !ANY_PENDING);
+    assert(!LIVE_HELD && !LIVE_PENDING);
     retired = 1
   }
 }
@@ -301,16 +325,23 @@ inline detached_free(i, old) {
   atomic {
     TOUCH();
     old = alloc_bits; alloc_bits = alloc_bits & ~BIT(i);
-    assert(old & BIT(i));
-    account(i)
+    if
+    :: old & BIT(i) -> account(i)
+    :: else -> assert(ended[i] && pending[i]); pending[i] = 0   /* fails: not live */
+    fi
   }
-  atomic { TOUCH(); old = live; live = live - 1 }
-  if :: old == 1 -> retire() :: else -> skip fi
+  if
+  :: old & BIT(i) ->
+     atomic { TOUCH(); old = live; live = live - 1 };
+     if :: old == 1 -> retire() :: else -> skip fi
+  :: else -> skip
+  fi
 }
 
 /* Thread t's non-owner free of slot i, inside its fenced window. */
 inline nonowner_free(t, i, st, m, old) {
-  atomic { TOUCH(); assert(formatted && !retired) }     /* the view: S validated */
+  if
+  :: atomic { !retired -> TOUCH(); assert(formatted) } ->   /* the view: S validated */
 #ifdef STATE_KEYED
   if
   :: st != ACTIVE -> detached_free(i, old)
@@ -320,27 +351,32 @@ inline nonowner_free(t, i, st, m, old) {
   if
   :: m == DETACHED -> detached_free(i, old)
   :: else ->
-     assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));   /* relaxed validation */
-     atomic { TOUCH(); old = remote_bits; remote_bits = remote_bits | BIT(i) }
-     assert(!(old & BIT(i)));
+     if                                                  /* relaxed validation */
+     :: atomic { (alloc_bits & BIT(i)) && !(remote_bits & BIT(i)) -> TOUCH() } ->
+        atomic { TOUCH(); old = remote_bits; remote_bits = remote_bits | BIT(i) }
+        assert(!(old & BIT(i)));
 #ifdef NO_MODE_RECHECK
-     atomic { TOUCH(); hint = 1 }
+        atomic { TOUCH(); hint = 1 }
 #else
-     atomic { TOUCH(); m = mode }                          /* seq_cst re-check */
-     if
-     :: m == DETACHED ->
-        atomic { TOUCH(); old = remote_bits; remote_bits = remote_bits & ~BIT(i) }
+        atomic { TOUCH(); m = mode }                     /* seq_cst re-check */
         if
-        :: old & BIT(i) -> detached_free(i, old)         /* took it back: ours */
-        :: else -> skip                                  /* the closer took it */
+        :: m == DETACHED ->
+           atomic { TOUCH(); old = remote_bits; remote_bits = remote_bits & ~BIT(i) }
+           if
+           :: old & BIT(i) -> detached_free(i, old)      /* took it back: ours */
+           :: else -> skip                               /* the closer took it */
+           fi
+        :: else -> atomic { TOUCH(); hint = 1 }          /* release */
         fi
-     :: else -> atomic { TOUCH(); hint = 1 }             /* release */
-     fi
 #endif
+     :: else -> atomic { TOUCH() }; fail_ended(i)        /* free-all ended it */
+     fi
   fi
 #ifdef STATE_KEYED
   fi
 #endif
+  :: else -> fail_ended(i)                               /* the view fails: S is gone */
+  fi
 }
 
 /* Owner collection of remote frees (owner window, era ACTIVE; or the closer
@@ -538,6 +574,42 @@ inline trim() {
   atomic { TOUCH(); trimming = 0 }                       /* reads alloc bits, madvise */
 }
 
+#ifdef FREE_ALL
+/* The objects in `ended` end (free-all). */
+inline end_bits(x) {
+  atomic {
+    if :: x & BIT(0) -> assert(!ended[0]); ended[0] = 1 :: else -> skip fi;
+    if :: x & BIT(1) -> assert(!ended[1]); ended[1] = 1 :: else -> skip fi;
+#if NSLOTS == 3
+    if :: x & BIT(2) -> assert(!ended[2]); ended[2] = 1 :: else -> skip fi;
+#endif
+  }
+}
+
+/* Step 5 of a free-all for detached S (7.3): the remote word is exchanged
+ * only when a load finds a bit in it (S is DETACHED: a freer that sets its
+ * bit later takes it back), the alloc word is exchanged with 0; remote bits
+ * taken are frees that completed, the other objects end; then `live` gets
+ * delta less both, and whoever brings it to 0 retires S. */
+inline kill(r, old, delta) {
+  atomic { TOUCH(); assert(mode == DETACHED); r = remote_bits }
+  if
+  :: r != 0 -> atomic { TOUCH(); r = remote_bits; remote_bits = 0 }
+  :: else -> skip
+  fi;
+  /* The ghosts change in the step that takes the bits. */
+#ifdef KILL_PLAIN_ALLOC
+  atomic { TOUCH(); old = alloc_bits };
+  atomic { TOUCH(); alloc_bits = 0; assert((r & old) == r); account_bits(r); end_bits(old & ~r) };
+#else
+  atomic { TOUCH(); old = alloc_bits; alloc_bits = 0; assert((r & old) == r); account_bits(r); end_bits(old & ~r) };
+#endif
+  delta = delta - POP(old);
+  atomic { TOUCH(); old = live; live = live + delta };
+  if :: old + delta == 0 -> retire() :: else -> skip fi
+}
+#endif
+
 inline close(me, u, m, v, r, old, delta, detached) {
   close_started = 1;
 #ifdef USERS_READ_FIRST
@@ -575,6 +647,9 @@ inline close(me, u, m, v, r, old, delta, detached) {
     owner_paths_closed = 1;
     assert(!claimed[0] && !claimed[1])                   /* U1: every user detached */
   }
+#ifdef FREE_ALL
+  if :: detached -> kill(r, old, delta) :: else -> skip fi;
+#else
   if                                                     /* step 5: settle */
   :: detached && delta == 0 -> retire()
   :: detached && delta != 0 ->
@@ -592,11 +667,12 @@ inline close(me, u, m, v, r, old, delta, detached) {
      fi
   :: else -> skip
   fi;
+#endif
   state = CLOSED;                                        /* step 7 */
   /* contract 2.3: a run empty when close returns has left use (a free still
    * running counts as not done yet) */
   atomic {
-    assert(!formatted || retired || inflight > 0 || HELD);
+    assert(!formatted || retired || inflight > 0 || LIVE_HELD);
     close_done = 1
   }
 }

@@ -8,7 +8,9 @@
 # membarrier, the non-owner window's fence, the mode re-check, the mode-keyed
 # detached path, the registration's re-read, the order of CLOSING and the
 # reads of the users, the sole-user test, the grace check, the hint's
-# exchange, trim before live). TSLAB_MODEL_FULL=1 runs larger bounds (about
+# exchange, trim before live), and free-all's kill of a detached run (its
+# alloc-word exchange; its skip of empty remote words, which rests on the
+# freers' take-back). TSLAB_MODEL_FULL=1 runs larger bounds (about
 # four times longer, 4.5 GB of memory) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -65,9 +67,10 @@ run() {
 # thread does not register as a user of the era (no multi path), which makes
 # the state space several times smaller.
 slab="-DMAXOPS=3" block="-DMAXOPS=4 -DNO_REMOTE" three="-DMAXOPS=3 -DNO_REMOTE"
-fallback="-DMAXOPS=2" live="-DMAXOPS=2"
+fallback="-DMAXOPS=2" live="-DMAXOPS=2" freeall="-DMAXOPS=2"
 if [ "${TSLAB_MODEL_FULL:-0}" = 1 ]; then
   slab="-DMAXOPS=4" block="-DMAXOPS=3" three="-DMAXOPS=3" fallback="-DMAXOPS=3" live="-DMAXOPS=3"
+  freeall="-DMAXOPS=3"
 fi
 # "-DMAXOPS=3 -DNO_REMOTE" -> "3 ops, T1 only frees"
 bounds() { sed -e 's/-DMAXOPS=\([0-9]*\)/\1 ops/' -e 's/ -DNO_REMOTE/, T1 only frees/' <<<"$1"; }
@@ -77,6 +80,8 @@ run "safety, block, 2 slots, $(bounds "$block")" pass "-DBLOCK $block" "$safety"
 run "safety, slab, 3 slots, $(bounds "$three")" pass "-DNSLOTS=3 $three" "$safety" ""
 run "safety, fence fallback, $(bounds "$fallback")" pass "-DNO_MEMBARRIER -DFENCE_FALLBACK $fallback" "$safety" ""
 run "close terminates (weak fairness), $(bounds "$live")" pass "-DLIVENESS $live" "-DCOLLAPSE" "-a -f"
+run "free-all, slab, 2 slots, $(bounds "$freeall")" pass "-DFREE_ALL $freeall" "$safety" ""
+run "free-all, block, 2 slots, $(bounds "$block")" pass "-DFREE_ALL -DBLOCK $block" "$safety" ""
 # Each part of the protocol is needed, and the model sees it missing.
 bug="-DSAFETY -DNOCLAIM"
 run "bug: no membarrier" fail "-DNO_MEMBARRIER" "$bug" ""
@@ -89,6 +94,8 @@ run "bug: sole-user path whenever multi is clear" fail "-DSOLE_IGNORES_USER" "$b
 run "bug: metadata reused without a grace period" fail "-DNO_GRACE" "$bug" ""
 run "bug: hint cleared after the remote words are read" fail "-DHINT_CLEARED_AFTER" "$bug" ""
 run "bug: block trimmed after its live count is added" fail "-DBLOCK -DTRIM_AFTER_LIVE" "$bug" ""
+run "bug: free-all clears an alloc word without an exchange" fail "-DFREE_ALL -DKILL_PLAIN_ALLOC" "$bug" ""
+run "bug: free-all skips empty remote words, freers never take bits back" fail "-DFREE_ALL -DNO_MODE_RECHECK" "$bug" ""
 
 # The decay handshake (docs/model/decay.pml, ARCHITECTURE.md section 5, D1):
 # no run kept beyond the pool's bound for an era survives its close.
