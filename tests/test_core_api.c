@@ -2,6 +2,7 @@
  * aligned allocation, usable size, handles, and every kind of bad input,
  * each returning NULL/false with its reason and leaving the allocator
  * consistent. */
+#include <pthread.h>
 #include <stdint.h>
 
 #include "test_util.h"
@@ -288,8 +289,105 @@ static void test_config(void) {
   tslab_destroy(NULL);
 }
 
+static uint64_t invalid_frees(tslab_t* a) {
+  tslab_stats_global_t g;
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  return g.invalid_frees_total;
+}
+
+struct remote_free {
+  tslab_t* a;
+  void* p;
+  bool ok;
+};
+
+static void* free_there(void* arg) {
+  struct remote_free* r = arg;
+  r->ok = tslab_free(r->a, r->p);
+  return NULL;
+}
+
+/* The free fast path finds a pointer into the block the thread attached
+ * last through the thread's entry, not the run map: every check of the
+ * map's path must still hold there, and a pointer that matches the entry
+ * but no longer belongs to that run must take the general path. */
+static void test_last_block_free(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_t* b = make((size_t)1 << 30);
+  /* The thread's cache exists (a slab of the long-lived era, which takes
+   * no blocks) but no block yet: NULL and a foreign pointer. */
+  void* slab_obj = tslab_alloc(a, 48, tslab_epoch_current(a));
+  REQUIRE(slab_obj != NULL);
+  CHECK(tslab_free(a, NULL));
+  int local = 0;
+  uint64_t inv0 = invalid_frees(a);
+  CHECK(!tslab_free(a, &local));
+  CHECK_EQ_U(invalid_frees(a) - inv0, 1);
+  CHECK(tslab_free(a, slab_obj));
+
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  char* p[8];
+  for (int i = 0; i < 8; i++) {
+    p[i] = tslab_alloc(a, 48, e);
+    REQUIRE(p[i] != NULL);
+    memset(p[i], i, 48);
+  }
+  CHECK(tslab_free(a, NULL));                 /* still NULL after a block */
+  inv0 = invalid_frees(a);
+  CHECK(!tslab_free(a, p[0] + 16));           /* interior: a unit that starts no object */
+  CHECK(!tslab_free(a, p[0] + 1));            /* not even a unit start */
+  CHECK(tslab_free(a, p[0]));
+  CHECK(!tslab_free(a, p[0]));                /* double free */
+  CHECK_EQ_U(invalid_frees(a) - inv0, 3);
+  /* Another instance's free never takes a's block for its own. */
+  CHECK(!tslab_free(b, p[1]));
+  CHECK(tslab_free(a, p[1]));
+  /* A free from another thread, then the owner's second free of it. */
+  struct remote_free r = {a, p[2], false};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, free_there, &r) == 0);
+  pthread_join(t, NULL);
+  CHECK(r.ok);
+  CHECK(!tslab_free(a, p[2]));
+  /* The thread switches to b and back: a's entry keeps its block. */
+  tslab_epoch_t eb = tslab_epoch_advance(b);
+  void* q = tslab_alloc(b, 48, eb);
+  REQUIRE(q != NULL);
+  CHECK(!tslab_free(a, q));
+  CHECK(tslab_free(a, p[3]));
+  CHECK(tslab_free(b, q));
+  /* The era closes with objects live: their frees leave the fast path. */
+  CHECK(tslab_epoch_close(a, e) == TSLAB_OK);
+  CHECK(tslab_free(a, p[4]));
+  CHECK(!tslab_free(a, p[4]));
+  for (int i = 5; i < 8; i++) CHECK(tslab_free(a, p[i]));
+  /* The block went back to the reserve and then to the OS: a stale pointer
+   * that still matches the thread's entry is refused, not freed. */
+  tslab_reserve_release(a);
+  inv0 = invalid_frees(a);
+  CHECK(!tslab_free(a, p[5]));
+  CHECK(!tslab_free(a, p[0]));
+  CHECK_EQ_U(invalid_frees(a) - inv0, 2);
+  /* The next era's block may reuse the memory and the descriptor: its
+   * objects free as usual, a pointer freed in the old era is no object. */
+  tslab_epoch_t e2 = tslab_epoch_advance(a);
+  char* n = tslab_alloc(a, 200, e2);
+  REQUIRE(n != NULL);
+  if (n != p[1]) CHECK(!tslab_free(a, p[1]));
+  CHECK(tslab_free(a, n));
+  CHECK(!tslab_free(a, n));
+  CHECK(tslab_epoch_close(a, e2) == TSLAB_OK);
+  CHECK(tslab_epoch_close(b, eb) == TSLAB_OK);
+  char report[256];
+  CHECK_EQ_U(tslab_check(a, report, sizeof report), 0);
+  CHECK_EQ_U(tslab_check(b, report, sizeof report), 0);
+  tslab_destroy(a);
+  tslab_destroy(b);
+}
+
 int main(void) {
   test_sizes();
+  test_last_block_free();
   test_calloc_realloc_aligned();
   test_bad_input();
   test_handles_across_reuse();
