@@ -380,23 +380,11 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
  * is caught (G3); slab_index rejects a pointer outside the run. */
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
-    tslab_run_t* s = NULL;
-    tslab_tcache_t* tc = NULL;
-    if (likely(tslab_tls_last.id == a->id &&
-               (uintptr_t)p - (uintptr_t)tslab_tls_last.blk_base < TSLAB_BLOCK_BYTES)) {
-      /* The thread's last block: its run and cache without the map. */
-      s = tslab_tls_last.blk_run;
-      tc = tslab_tls_last.tc;
-    } else {
-      uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
-      if (likely(off < a->reserve)) {
-        s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-        tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
-        if (tc && atomic_load_explicit(&tc->tid, memory_order_relaxed) != tslab_thread_id()) tc = NULL;
-      }
-    }
-    {
-      if (likely(tc != NULL)) {
+    uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+    if (likely(off < a->reserve)) {
+      tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+      tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
+      if (likely(tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id())) {
         tslab_busy_enter(tc);
         uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
         if (likely(tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {

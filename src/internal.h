@@ -815,18 +815,7 @@ typedef struct tslab_tls_entry {
   tslab_t* inst;
   uint64_t id;
   tslab_tcache_t* tc;
-  /* The block the thread bumps in last (set when it attaches one): the free
-   * fast path finds a pointer into it without the run map and the owner's
-   * thread check. Only a hint: the path validates the run as the map's
-   * path does, in its window. */
-  uint8_t* blk_base;
-  tslab_run_t* blk_run;
 } tslab_tls_entry_t;
-
-/* blk_run before the thread's first block: a descriptor of era 0, which no
- * era state names ACTIVE, so a pointer below 16 KiB (NULL) that matches
- * blk_base NULL fails the fast path's era check and takes the general path. */
-TSLAB_INTERNAL extern tslab_run_t tslab_no_block;
 
 /* The thread's most recently used (instance, cache) pair; the others wait in
  * a per-thread table searched on a miss (src/tcache.c). */

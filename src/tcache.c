@@ -12,7 +12,6 @@
 #include "internal.h"
 
 TSLAB_INTERNAL __thread tslab_tls_entry_t tslab_tls_last;
-TSLAB_INTERNAL tslab_run_t tslab_no_block;
 #if !defined(__x86_64__)
 TSLAB_INTERNAL __thread char tslab_thread_tag;
 #endif
@@ -87,7 +86,7 @@ TSLAB_INTERNAL bool tslab_tls_owns(const tslab_tcache_t* tc) {
 
 /* An empty entry: no instance, and an id no instance has (ids start at 1),
  * so the fast paths' id compare alone tells a hit (section 6). */
-static void tls_entry_clear(tslab_tls_entry_t* e) { *e = (tslab_tls_entry_t){NULL, 0, NULL, NULL, &tslab_no_block}; }
+static void tls_entry_clear(tslab_tls_entry_t* e) { *e = (tslab_tls_entry_t){NULL, 0, NULL}; }
 
 static bool instance_alive_locked(tslab_t* a, uint64_t id) {
   for (size_t i = 0; i < live.len; i++)
@@ -515,10 +514,6 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   __atomic_store_n(&sc->top, b->start, __ATOMIC_RELAXED);
   LINK_STORE(sc->blk, b);
   write_end(&sc->seq);
-  if (tslab_tls_last.tc == tc) {
-    tslab_tls_last.blk_base = b->start;
-    tslab_tls_last.blk_run = b;
-  }
   return bump(sc, size);
 }
 
@@ -819,7 +814,7 @@ static bool tls_remember(tslab_t* a, tslab_tcache_t* tc) {
     if (!map_array_reserve(&tls_extra, sizeof(tslab_tls_entry_t), tls_extra.len + 1)) return false;
     extra_items()[tls_extra.len++] = *e;
   }
-  *e = (tslab_tls_entry_t){a, a->id, tc, NULL, &tslab_no_block};
+  *e = (tslab_tls_entry_t){a, a->id, tc};
   return true;
 }
 
