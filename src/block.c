@@ -115,45 +115,12 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
   return b;
 }
 
-/* Set bits in the first `words` words. Every close and every stopped block
- * counts its objects this way (up to 17 words). The library is built for
- * baseline x86-64, which has no popcount instruction; where the CPU has one,
- * a copy of the loop built for it runs instead of the bit arithmetic. */
-static inline __attribute__((always_inline)) uint32_t count_bits(_Atomic uint64_t* w, uint32_t words,
-                                                                 bool hw) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < words; i++) {
-    uint64_t x = atomic_load_explicit(&w[i], memory_order_relaxed);
-    n += hw ? (uint32_t)__builtin_popcountll(x) : tslab_popcount(x);
-  }
-  return n;
-}
-
-#if defined(__x86_64__) && !defined(__POPCNT__)
-__attribute__((target("popcnt"))) static uint32_t count_bits_hw(_Atomic uint64_t* w, uint32_t words) {
-  return count_bits(w, words, true);
-}
-
-static uint32_t count_bits_any(_Atomic uint64_t* w, uint32_t words) {
-  static _Atomic int have; /* 0: not asked yet, 1: no, 2: yes */
-  int h = atomic_load_explicit(&have, memory_order_relaxed);
-  if (unlikely(h == 0)) {
-    __builtin_cpu_init();
-    h = __builtin_cpu_supports("popcnt") ? 2 : 1;
-    atomic_store_explicit(&have, h, memory_order_relaxed);
-  }
-  return h == 2 ? count_bits_hw(w, words) : count_bits(w, words, false);
-}
-#else
-static uint32_t count_bits_any(_Atomic uint64_t* w, uint32_t words) { return count_bits(w, words, false); }
-#endif
-
 TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units) {
   _Atomic uint64_t* starts = TSLAB_RLOAD(b->starts);
+  uint32_t n = 0;
   if (!starts) return 0;
-  uint32_t words = (units >> 6) + 1;
-  if (words > TSLAB_BLOCK_WORDS + 1) words = TSLAB_BLOCK_WORDS + 1;
-  uint32_t n = count_bits_any(starts, words);
+  for (uint32_t w = 0; w <= units >> 6 && w <= TSLAB_BLOCK_WORDS; w++)
+    n += tslab_popcount(atomic_load_explicit(&starts[w], memory_order_relaxed));
   return n ? n - 1 : 0;
 }
 

@@ -4,6 +4,7 @@
 #ifndef TSLAB_FAULT_H
 #define TSLAB_FAULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,9 @@ void tslab_hook_set(void (*hook)(int point));
 /* Entries in the calling thread's table of (instance, cache) pairs other
  * than its most recent one. */
 size_t tslab_tls_table_len(void);
+
+/* Count bits as on a CPU without the popcount instruction (use false), or
+ * as this CPU can (true, the default). Only while no instance is in use. */
+void tslab_fault_use_popcnt(bool use);
 
 #endif

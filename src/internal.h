@@ -79,12 +79,24 @@ TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
 TSLAB_INTERNAL extern uint8_t tslab_class_small[129];
 TSLAB_INTERNAL void tslab_classes_init(void);
 
-/* Population count: one instruction where the target has it, else the
- * bit-parallel sum (the compiler's fallback is an out-of-line call). */
+/* Population count: one instruction where the target has it. The library
+ * is built for baseline x86-64, which has none, so there it asks whether the
+ * CPU has one (src/os.c sets tslab_cpu_popcnt once, before any instance
+ * exists) and uses it then; else the bit-parallel sum (the compiler's
+ * fallback is an out-of-line call). A block's close counts its objects
+ * with up to 17 of these, so this is measurable per request. */
+#if !defined(__POPCNT__) && defined(__x86_64__)
+TSLAB_INTERNAL extern bool tslab_cpu_popcnt;
+#endif
 static inline uint32_t tslab_popcount(uint64_t x) {
 #if defined(__POPCNT__) || !defined(__x86_64__)
   return (uint32_t)__builtin_popcountll(x);
 #else
+  if (likely(tslab_cpu_popcnt)) {
+    uint64_t n;
+    __asm__("popcnt %1, %0" : "=r"(n) : "r"(x));
+    return (uint32_t)n;
+  }
   x = x - ((x >> 1) & 0x5555555555555555ull);
   x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
   x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;

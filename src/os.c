@@ -15,6 +15,9 @@
 #include "internal.h"
 
 static bool tslab_membarrier_ok;
+#if !defined(__POPCNT__) && defined(__x86_64__)
+TSLAB_INTERNAL bool tslab_cpu_popcnt;
+#endif
 #if !(defined(__x86_64__) || defined(__i386__))
 TSLAB_INTERNAL bool tslab_fast_path_fences;
 #endif
@@ -34,6 +37,15 @@ TSLAB_INTERNAL void tslab_fault_inject(unsigned ops, uint64_t skip, uint64_t cou
 TSLAB_INTERNAL void tslab_fault_clear(void) { atomic_store(&fault_ops, 0); }
 
 TSLAB_INTERNAL uint64_t tslab_fault_injected(void) { return atomic_load(&fault_injected); }
+
+TSLAB_INTERNAL void tslab_fault_use_popcnt(bool use) {
+#if !defined(__POPCNT__) && defined(__x86_64__)
+  tslab_global_init();
+  tslab_cpu_popcnt = use && __builtin_cpu_supports("popcnt");
+#else
+  (void)use;
+#endif
+}
 
 TSLAB_INTERNAL void (*_Atomic tslab_hook)(int point);
 
@@ -155,6 +167,10 @@ static void global_init(void) {
     tslab_membarrier_ok = true;
 #if !(defined(__x86_64__) || defined(__i386__))
   tslab_fast_path_fences = !tslab_membarrier_ok;
+#endif
+#if !defined(__POPCNT__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  tslab_cpu_popcnt = __builtin_cpu_supports("popcnt");
 #endif
   tslab_classes_init();
   tslab_fork_init();

@@ -435,7 +435,43 @@ static void test_10_consistent_statistics(void) {
   tslab_destroy(a);
 }
 
+/* 11: the counts built on bit counts (a block's objects, free-all's ended
+ * objects) are the same with the popcount instruction and without it (the
+ * library checks for it at run time; a CPU without it takes the bit
+ * arithmetic). */
+static void test_11_popcount_either_way(void) {
+  for (int use = 0; use < 2; use++) {
+    tslab_fault_use_popcnt(use);
+    tslab_t* a = tslab_create(NULL);
+    REQUIRE(a != NULL);
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    enum { N = 3000 };
+    static void* p[N];
+    for (int i = 0; i < N; i++) {
+      p[i] = tslab_alloc(a, (size_t)(16 + (i * 37) % 1000), e); /* many blocks of mixed sizes */
+      REQUIRE(p[i] != NULL);
+    }
+    for (int i = 0; i < N; i += 3) CHECK(tslab_free(a, p[i]));
+    tslab_stats_epoch_t s;
+    REQUIRE(tslab_stats_epoch(a, e, &s) == TSLAB_OK);
+    CHECK_EQ_U(s.allocations_total, N);
+    CHECK_EQ_U(s.frees_total, N / 3);
+    CHECK_EQ_U(s.live_objects, N - N / 3);
+    CHECK(tslab_epoch_free_all(a, e) == TSLAB_OK);
+    tslab_stats_global_t g;
+    REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+    CHECK_EQ_U(g.objects_ended_total, N - N / 3);
+    CHECK_EQ_U(g.allocations_total, N);
+    CHECK_EQ_U(g.live_objects, 0);
+    char report[256];
+    CHECK_EQ_U(tslab_check(a, report, sizeof report), 0);
+    tslab_destroy(a);
+  }
+  tslab_fault_use_popcnt(true);
+}
+
 int main(void) {
+  test_11_popcount_either_way();
   test_1_double_free_after_reuse();
   test_2_alignment_any_reservation();
   test_5_foreign_handle();
