@@ -295,18 +295,6 @@ static uint64_t invalid_frees(tslab_t* a) {
   return g.invalid_frees_total;
 }
 
-struct remote_free {
-  tslab_t* a;
-  void* p;
-  bool ok;
-};
-
-static void* free_there(void* arg) {
-  struct remote_free* r = arg;
-  r->ok = tslab_free(r->a, r->p);
-  return NULL;
-}
-
 /* Frees of pointers into the thread's own block, in every state the block
  * and the thread's cache entry go through: NULL before and after the first
  * block, foreign, interior and double frees, another instance, another
@@ -345,9 +333,9 @@ static void test_own_block_frees(void) {
   CHECK(!tslab_free(b, p[1]));
   CHECK(tslab_free(a, p[1]));
   /* A free from another thread, then the owner's second free of it. */
-  struct remote_free r = {a, p[2], false};
+  tu_free_job r = {a, p[2], false};
   pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, free_there, &r) == 0);
+  REQUIRE(pthread_create(&t, NULL, tu_free_job_run, &r) == 0);
   pthread_join(t, NULL);
   CHECK(r.ok);
   CHECK(!tslab_free(a, p[2]));
@@ -380,9 +368,8 @@ static void test_own_block_frees(void) {
   CHECK(!tslab_free(a, n));
   CHECK(tslab_epoch_close(a, e2) == TSLAB_OK);
   CHECK(tslab_epoch_close(b, eb) == TSLAB_OK);
-  char report[256];
-  CHECK_EQ_U(tslab_check(a, report, sizeof report), 0);
-  CHECK_EQ_U(tslab_check(b, report, sizeof report), 0);
+  CHECK_CONSISTENT(a);
+  CHECK_CONSISTENT(b);
   tslab_destroy(a);
   tslab_destroy(b);
 }

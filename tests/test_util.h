@@ -50,6 +50,20 @@ static int tu_failures;
     }                                                                                 \
   } while (0)
 
+/* A free made on another thread: a pthread start routine that stores
+ * tslab_free(a, p) in ok. */
+typedef struct tu_free_job {
+  tslab_t* a;
+  void* p;
+  bool ok;
+} tu_free_job;
+
+static inline void* tu_free_job_run(void* arg) {
+  tu_free_job* j = (tu_free_job*)arg;
+  j->ok = tslab_free(j->a, j->p);
+  return NULL;
+}
+
 /* End of main: report and return the exit code. */
 #define TEST_DONE()                                                                   \
   do {                                                                                \
