@@ -3,6 +3,7 @@
  * per-epoch counters folded in at close. */
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 #define LINK_STORE_RUN(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
@@ -486,11 +487,14 @@ static void open_era(tslab_t* a, uint64_t era) {
    * store-load order, and a locked instruction per request is measurable. */
   atomic_store_explicit(&a->ring[era & a->ring_mask].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE),
                         memory_order_release);
-  /* Only this opener may move `current` now: every other advance finds this
-   * slot's era at or above its candidate and reads `current` again until
-   * this store (7.1), so a plain store keeps it growing. */
-  if (atomic_load_explicit(&a->current, memory_order_relaxed) < era)
-    atomic_store_explicit(&a->current, era, memory_order_release);
+  /* `current` only grows: two openers can be here at once (an advance that
+   * skipped an open slot, and one that claimed that slot once it closed,
+   * with the smaller era), so a plain store could move it back (7.1). */
+  uint64_t cur = atomic_load_explicit(&a->current, memory_order_relaxed);
+  tslab_hook_point(TSLAB_HOOK_OPEN_CURRENT);
+  while (cur < era && !atomic_compare_exchange_weak_explicit(&a->current, &cur, era, memory_order_seq_cst,
+                                                             memory_order_relaxed)) {
+  }
   if (me)
     tslab_bump(&me->epochs_opened, 1);
   else

@@ -457,8 +457,74 @@ static void test_11_popcount_either_way(void) {
   tslab_fault_use_popcnt(true);
 }
 
+/* 12: two advances open eras at once and move `current` in the reverse
+ * order of their eras. With the skip-open policy, A claims current + 2 past
+ * an open slot; that slot's era closes; B, which read the same `current`,
+ * claims current + 1. Both have read `current` before either moves it; A
+ * moves it first. `current` must end at A's era (a plain store by B took it
+ * back once, and every later advance then spun for ever). */
+static _Atomic uintptr_t open_park[2]; /* threads to park at the hook */
+static _Atomic int open_parked[2], open_go[2];
+
+static void open_hook(int point) {
+  if (point != TSLAB_HOOK_OPEN_CURRENT) return;
+  for (int i = 0; i < 2; i++) {
+    if ((uintptr_t)pthread_self() != atomic_load(&open_park[i])) continue;
+    atomic_store(&open_parked[i], 1);
+    while (!atomic_load(&open_go[i])) sched_yield();
+  }
+}
+
+struct opener {
+  tslab_t* a;
+  int index;
+  tslab_epoch_t era;
+};
+
+static void* open_parked_advance(void* arg) {
+  struct opener* o = arg;
+  atomic_store(&open_park[o->index], (uintptr_t)pthread_self());
+  o->era = tslab_epoch_advance(o->a);
+  return NULL;
+}
+
+static void test_12_openers_out_of_order(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.epoch_ring_size = 4;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  for (int i = 0; i < 3; i++) tslab_epoch_advance(a); /* eras 1-4 open */
+  REQUIRE(tslab_epoch_current(a) == 4);
+  REQUIRE(tslab_epoch_close(a, 2) == TSLAB_OK);    /* era 1's slot stays open */
+  tslab_hook_set(open_hook);
+  struct opener first = {a, 0, 0}, second = {a, 1, 0};
+  pthread_t t1, t2;
+  REQUIRE(pthread_create(&t1, NULL, open_parked_advance, &first) == 0);
+  while (!atomic_load(&open_parked[0])) sched_yield(); /* claimed era 6, read current 4 */
+  REQUIRE(tslab_epoch_close(a, 1) == TSLAB_OK);
+  REQUIRE(pthread_create(&t2, NULL, open_parked_advance, &second) == 0);
+  while (!atomic_load(&open_parked[1])) sched_yield(); /* claimed era 5, read current 4 */
+  atomic_store(&open_go[0], 1);
+  pthread_join(t1, NULL);
+  atomic_store(&open_go[1], 1);
+  pthread_join(t2, NULL);
+  tslab_hook_set(NULL);
+  CHECK_EQ_U(first.era, 6);
+  CHECK_EQ_U(second.era, 5);
+  CHECK_EQ_U(tslab_epoch_current(a), 6);
+  CHECK(tslab_epoch_status(a, 6) == TSLAB_OK);
+  if (tslab_epoch_current(a) == 6) { /* else the next advance would spin */
+    tslab_epoch_t next = tslab_epoch_advance(a);
+    CHECK(next > 6);
+  }
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_11_popcount_either_way();
+  test_12_openers_out_of_order();
   test_1_double_free_after_reuse();
   test_2_alignment_any_reservation();
   test_5_foreign_handle();

@@ -131,6 +131,12 @@
  *   -DFREE_ALL            the close is a free-all (passes)
  *   -DKILL_PLAIN_ALLOC    with FREE_ALL: the kill reads and clears the alloc
  *                         word in two steps instead of an exchange (fails)
+ * (With FREE_ALL and NO_MODE_RECHECK the model fails too, as it does without
+ * FREE_ALL: free-all rests on the freers' take-back like the close. The
+ * kill's remote exchange itself is not needed for safety: the detach took
+ * every remote bit set before DETACHED, and a later one is taken back by its
+ * freer; the kill takes what it finds so that such a free counts as a free.
+ * A kill that never exchanges the remote word passes as well.)
  *
  * Ghost state: holder[i] says who holds slot i's object (the user's view;
  * after a free-all it may hold a pointer to an ended object, ended[i]),

@@ -9,8 +9,8 @@
 # detached path, the registration's re-read, the order of CLOSING and the
 # reads of the users, the sole-user test, the grace check, the hint's
 # exchange, trim before live), and free-all's kill of a detached run (its
-# alloc-word exchange; its skip of empty remote words, which rests on the
-# freers' take-back). TSLAB_MODEL_FULL=1 runs larger bounds (about
+# alloc-word exchange; the freers' take-back, which it rests on as the close
+# does). TSLAB_MODEL_FULL=1 runs larger bounds (about
 # four times longer, 4.5 GB of memory) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -95,7 +95,7 @@ run "bug: metadata reused without a grace period" fail "-DNO_GRACE" "$bug" ""
 run "bug: hint cleared after the remote words are read" fail "-DHINT_CLEARED_AFTER" "$bug" ""
 run "bug: block trimmed after its live count is added" fail "-DBLOCK -DTRIM_AFTER_LIVE" "$bug" ""
 run "bug: free-all clears an alloc word without an exchange" fail "-DFREE_ALL -DKILL_PLAIN_ALLOC" "$bug" ""
-run "bug: free-all skips empty remote words, freers never take bits back" fail "-DFREE_ALL -DNO_MODE_RECHECK" "$bug" ""
+run "bug: free-all, freers never take their remote bits back" fail "-DFREE_ALL -DNO_MODE_RECHECK" "$bug" ""
 
 # The decay handshake (docs/model/decay.pml, ARCHITECTURE.md section 5, D1):
 # no run kept beyond the pool's bound for an era survives its close.
