@@ -59,7 +59,7 @@ static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
     return NULL;
   }
   block_format(a, tc, b, era, TSLAB_BLOCK_WORDS + 1);
-  tslab_owner_add(&tc->blocks_created, 1);
+  TSLAB_COUNT_EVENT(a, tc, blocks_created, 1);
   return b;
 }
 
@@ -93,7 +93,7 @@ static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, 
   }
   b->retired = 0;
   block_format(a, tc, b, era, used_words);
-  tslab_owner_add(&tc->blocks_reused, 1);
+  TSLAB_COUNT_EVENT(a, tc, blocks_reused, 1);
   return b;
 }
 

@@ -19,7 +19,7 @@ TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a) {
   TSLAB_RSTORE(es->opened_ns, tslab_coarse_ns());
   atomic_store(&a->ring[1 & a->ring_mask].state, TSLAB_STATE(1, TSLAB_EPOCH_ACTIVE));
   atomic_store(&a->current, 1);
-  atomic_store(&a->epochs_opened, 1);
+  atomic_store(&a->events.epochs_opened, 1);
   return true;
 }
 
@@ -161,16 +161,6 @@ static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run
   }
 }
 
-/* An instance event of a close: in the closer's cache when it has one (an
- * owner add), else in the instance's counter. */
-static void count_close_event(tslab_tcache_t* me, _Atomic uint64_t* mine, _Atomic uint64_t* instance, uint64_t n) {
-  if (!n) return;
-  if (me)
-    tslab_owner_add(mine, n);
-  else
-    atomic_fetch_add_explicit(instance, n, memory_order_relaxed);
-}
-
 /* Objects ended by free-all count as frees of the era (end_run counts them
  * for the instance). The era's slot holds the era: the caller is its
  * closer. */
@@ -179,7 +169,7 @@ static void count_ended(tslab_t* a, tslab_tcache_t* me, tslab_epoch_slot_t* es, 
   if (!ended && !frees) return;
   atomic_fetch_add_explicit(&es->frees, ended + frees, memory_order_relaxed);
   if (bytes) atomic_fetch_add_explicit(&es->free_bytes, bytes, memory_order_relaxed);
-  count_close_event(me, me ? &me->objects_ended : NULL, &a->objects_ended, ended);
+  TSLAB_COUNT_EVENT(a, me, objects_ended, ended);
 }
 
 /* Free-all: end every object of a detached run. Returns the objects ended;
@@ -303,7 +293,7 @@ static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era) {
     if (tslab_run_live_add(s, -(int64_t)(e + frees - f0))) tslab_run_retire(a, s);
   }
   count_ended(a, me, es, ended, frees, bytes);
-  count_close_event(me, me ? &me->objects_ended : NULL, &a->objects_ended, tslab_large_kill_era(a, slot, era));
+  TSLAB_COUNT_EVENT(a, me, objects_ended, tslab_large_kill_era(a, slot, era));
 }
 
 /* Close era e (and with free_all, end its objects). Returns the status of
@@ -362,10 +352,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
      * (decay, section 5) go back to the OS now (contract line 3). */
     size_t decayed = tslab_heap_decay_close(a, (uint32_t)(e & a->ring_mask));
     if (decayed) tslab_era_count_released(a, e, decayed);
-    if (me)
-      tslab_bump(&me->epochs_closed, 1);
-    else
-      atomic_fetch_add_explicit(&a->epochs_closed, 1, memory_order_relaxed);
+    TSLAB_COUNT_EVENT(a, me, epochs_closed, 1);
     if (forced) {
       TSLAB_RSTORE(es->forced, true);
       atomic_fetch_add_explicit(&a->epochs_forced, 1, memory_order_relaxed);
@@ -378,7 +365,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     uint64_t in = atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
     uint64_t out = atomic_load(&es->f_free_bytes) + atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
     if (in > out) atomic_fetch_add_explicit(&es->free_bytes, in - out, memory_order_relaxed);
-    count_close_event(me, me ? &me->epochs_freed_all : NULL, &a->epochs_freed_all, 1);
+    TSLAB_COUNT_EVENT(a, me, epochs_freed_all, 1);
   }
   uint64_t released = atomic_load_explicit(&es->released_bytes, memory_order_relaxed) - released0;
   if (released) {
@@ -495,10 +482,7 @@ static void open_era(tslab_t* a, uint64_t era) {
   while (cur < era && !atomic_compare_exchange_weak_explicit(&a->current, &cur, era, memory_order_seq_cst,
                                                              memory_order_relaxed)) {
   }
-  if (me)
-    tslab_bump(&me->epochs_opened, 1);
-  else
-    atomic_fetch_add_explicit(&a->epochs_opened, 1, memory_order_relaxed);
+  TSLAB_COUNT_EVENT(a, me, epochs_opened, 1);
 }
 
 TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {

@@ -306,6 +306,15 @@ typedef struct tslab_counts {
   _Atomic uint64_t allocs, frees, xfrees, slow;
 } tslab_counts_t;
 
+/* Events a request causes (section 9), counted where they happen: in the
+ * cache of the thread that caused them (an owner add: an instance-wide
+ * atomic would cost every request a locked instruction), or in the
+ * instance's copy for a thread without a cache (atomic adds). Readers sum
+ * the instance's and every cache's. */
+typedef struct tslab_events {
+  _Atomic uint64_t epochs_opened, epochs_closed, epochs_freed_all, objects_ended, blocks_created, blocks_reused;
+} tslab_events_t;
+
 struct tslab_tcache {
   _Atomic uint64_t busy;      /* owner writes: odd inside a window (section 6) */
   /* The attached thread's id (tslab_thread_id), 0 while abandoned; written
@@ -329,14 +338,11 @@ struct tslab_tcache {
   _Atomic(tslab_run_t*) spares;
   /* Statistics (section 9): classes any bin of this cache ever counted for
    * (owner sets bits); frees this thread made in closed eras, per class and
-   * for blocks (index TSLAB_CLASSES), owner adds; epochs this thread opened
-   * and closed (and freed whole, with the objects that ended), blocks it
-   * created and reused, owner adds (a shared counter would cost every request
-   * a locked instruction). */
+   * for blocks (index TSLAB_CLASSES), owner adds; the events this thread
+   * caused (TSLAB_COUNT_EVENT). */
   _Atomic uint64_t ever_classes[2];
   tslab_counts_t late[TSLAB_CLASSES + 1];
-  _Atomic uint64_t epochs_opened, epochs_closed, epochs_freed_all, objects_ended;
-  _Atomic uint64_t blocks_created, blocks_reused;
+  tslab_events_t events;
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */
   bool forked_busy;
@@ -504,9 +510,8 @@ struct tslab {
   _Atomic uint64_t cacheless_busy;
   _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES]; /* slabs in use per class (blocks are counted by walks) */
-  /* Opened and closed by threads without a cache (the others count in their
-   * cache). */
-  _Atomic uint64_t epochs_opened, epochs_closed, epochs_forced, epochs_freed_all, objects_ended;
+  tslab_events_t events;              /* of threads without a cache */
+  _Atomic uint64_t epochs_forced;
   _Atomic uint64_t resident_bytes;    /* runs handed out, in a reserve or dirty, not released */
   _Atomic uint64_t reserve_bytes;     /* the hot reserve (section 5) */
   _Atomic uint64_t meta_bytes;
@@ -543,18 +548,18 @@ static inline void tslab_era_count_exit(tslab_epoch_slot_t* es) {
   atomic_fetch_sub_explicit(&es->inflight, 1, memory_order_release);
 }
 /* Runs and bytes of runs the era holds. */
-static inline void tslab_era_count_run(tslab_t* a, uint64_t era, int64_t runs, int64_t bytes) {
-  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
-  if (!es) return;
-  atomic_fetch_add_explicit(&es->slabs, (uint64_t)runs, memory_order_relaxed);
-  atomic_fetch_add_explicit(&es->slab_bytes, (uint64_t)bytes, memory_order_relaxed);
-  tslab_era_count_exit(es);
-}
-/* The same, by the era's closer (its slot is CLOSING, which no advance
+/* An era's run count, by its closer (its slot is CLOSING, which no advance
  * claims): no inflight bracket is needed. */
 static inline void tslab_era_count_run_closing(tslab_epoch_slot_t* es, int64_t runs, int64_t bytes) {
   atomic_fetch_add_explicit(&es->slabs, (uint64_t)runs, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->slab_bytes, (uint64_t)bytes, memory_order_relaxed);
+}
+/* The same by anyone else, bracketed. */
+static inline void tslab_era_count_run(tslab_t* a, uint64_t era, int64_t runs, int64_t bytes) {
+  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
+  if (!es) return;
+  tslab_era_count_run_closing(es, runs, bytes);
+  tslab_era_count_exit(es);
 }
 static inline void tslab_era_count_released(tslab_t* a, uint64_t era, size_t bytes) {
   tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
@@ -883,6 +888,17 @@ static inline void tslab_owner_add(_Atomic uint64_t* c, uint64_t n) {
 #else
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 #endif
+}
+
+/* Count n events of one kind (a field of tslab_events_t) for the calling
+ * thread: in its cache tc when it has one, else in the instance. */
+#define TSLAB_COUNT_EVENT(a, tc, field, n) \
+  tslab_count_event_at((tc) ? &(tc)->events.field : &(a)->events.field, (tc) != NULL, (n))
+static inline void tslab_count_event_at(_Atomic uint64_t* c, bool owner, uint64_t n) {
+  if (owner)
+    tslab_owner_add(c, n);
+  else if (n)
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
 /* The busy window (section 6): `busy` is odd inside. Owner-only adds (one

@@ -96,6 +96,16 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
 
 TSLAB_API uint32_t tslab_class_count(tslab_t* a) { return a ? TSLAB_CLASSES : 0; }
 
+/* Add one cache's (or the instance's) event counts to the totals. */
+static void events_add(tslab_stats_global_t* out, tslab_events_t* e) {
+  out->epochs_opened_total += ld(&e->epochs_opened);
+  out->epochs_closed_total += ld(&e->epochs_closed);
+  out->epochs_freed_all_total += ld(&e->epochs_freed_all);
+  out->objects_ended_total += ld(&e->objects_ended);
+  out->blocks_created_total += ld(&e->blocks_created);
+  out->blocks_reused_total += ld(&e->blocks_reused);
+}
+
 TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   if (!a || !out) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
   memset(out, 0, sizeof *out);
@@ -136,16 +146,10 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   pthread_mutex_unlock(&a->heap.mu);
   /* Blocks: the caches' bumping and full blocks, and the detached ones;
    * their live bytes are read off their bitmaps. */
-  uint64_t opened = ld(&a->epochs_opened), closed = ld(&a->epochs_closed), blocks_created = 0, blocks_reused = 0;
-  uint64_t freed_all = ld(&a->epochs_freed_all), ended = ld(&a->objects_ended);
+  events_add(out, &a->events);
   tslab_tcache_t* self = tslab_tcache_find(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
-    opened += ld(&tc->epochs_opened);
-    closed += ld(&tc->epochs_closed);
-    blocks_created += ld(&tc->blocks_created);
-    blocks_reused += ld(&tc->blocks_reused);
-    freed_all += ld(&tc->epochs_freed_all);
-    ended += ld(&tc->objects_ended);
+    events_add(out, &tc->events);
     out->reserve_bytes += tslab_block_reserve_bytes(tc);
     tslab_window_enter(a, self);
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
@@ -181,10 +185,6 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
                         ld(&a->ncaches) * (sizeof(tslab_tcache_t) + a->ring_size * sizeof(tslab_slot_cache_t));
   out->slabs_created_total = ld(&a->slabs_created);
   out->slabs_recycled_total = ld(&a->slabs_recycled);
-  out->blocks_created_total = blocks_created;
-  out->blocks_reused_total = blocks_reused;
-  out->objects_ended_total = ended;
-  out->epochs_freed_all_total = freed_all;
   out->release_calls_total = ld(&a->release_calls);
   out->release_bytes_total = ld(&a->release_bytes);
   out->release_failures_total = ld(&a->release_failures);
@@ -197,8 +197,6 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   out->alloc_failures_total = out->alloc_fail_closed_total + out->alloc_fail_stale_total +
                               out->alloc_fail_unknown_total + out->alloc_fail_size_total +
                               out->alloc_fail_oom_total;
-  out->epochs_opened_total = opened;
-  out->epochs_closed_total = closed;
   out->epochs_forced_close_total = ld(&a->epochs_forced);
   out->threads_active = ld(&a->nattached);
   out->thread_caches = ld(&a->ncaches);
