@@ -269,9 +269,13 @@ static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s
 }
 
 /* Whether a run a local free left needs its cache to settle it: it emptied
- * or leaves the parked list (the current slab never does). */
+ * (the current slab never retires), or it is parked and has just reached the
+ * free slots that make it ready (3.2; frees lower `used` one at a time here,
+ * and a collection settles what it frees itself). */
 static inline bool free_local_settles(const tslab_run_t* s) {
-  return s->list != TSLAB_LIST_CUR && (tslab_slab_used(s) == 0 || s->list == TSLAB_LIST_PARKED);
+  uint32_t used = tslab_slab_used(s);
+  if (used == 0) return s->list != TSLAB_LIST_CUR;
+  return used == s->capacity - tslab_slab_ready_free(s->capacity) && s->list == TSLAB_LIST_PARKED;
 }
 
 /* Whether a local free left work beyond the bitmap: a handle generation to

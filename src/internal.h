@@ -967,6 +967,17 @@ static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
   return (uint32_t)(atomic_load_explicit(&s->usage, memory_order_relaxed) & TSLAB_USED_MASK);
 }
 
+/* Free slots a parked slab needs before it goes back on its bin's ready
+ * list (section 3.2): an eighth of its capacity, at least one. A slab that
+ * came back after a single free would be current for one allocation and be
+ * parked again, a refill for every allocation of a program that frees at
+ * random in a working set it keeps full. */
+#define TSLAB_READY_SHIFT 3
+static inline uint32_t tslab_slab_ready_free(uint32_t capacity) {
+  uint32_t n = capacity >> TSLAB_READY_SHIFT;
+  return n ? n : 1;
+}
+
 static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
   return atomic_load_explicit(&s->usage, memory_order_relaxed) >> TSLAB_USED_BITS;
 }

@@ -170,7 +170,7 @@ static void run_fold(_Atomic uint64_t* frees, tslab_run_t* s) {
 
 /* Owner, or the closer with the owner quiescent for the bin's era: make s
  * (or nobody) the current slab. The old one's pending frees join the bin's
- * count in the same section: it may be parked, where readers do not look. */
+ * count in the same section: it may be leaving the lists readers walk. */
 static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
   write_begin(&bin->seq);
   if (bin->cur) run_fold(&bin->frees, bin->cur);
@@ -195,8 +195,8 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
 }
 
 /* Owner: move s off list `from` and/or onto list `to` (either may be NULL)
- * in one write section. A slab hands its pending frees over as it moves:
- * parked slabs are not walked, and a fold is cheap next to a list change. */
+ * in one write section. A slab hands its pending frees over as it moves: it
+ * may be leaving the lists, and a fold is cheap next to a list change. */
 static void bin_list_move(tslab_bin_t* bin, tslab_run_t** from, tslab_run_t** to, tslab_run_t* s, uint8_t which) {
   write_begin(&bin->seq);
   run_fold(&bin->frees, s);
@@ -222,15 +222,18 @@ static bool walk_pending(tslab_run_t* s, _Atomic uint64_t* seqp, uint64_t seq, u
 
 #if TSLAB_COUNTERS
 /* One try at reading the bin: frees (the bin's count plus the pending frees
- * of its current and ready slabs, or of the current slab only when `walk`
- * is false) and allocations. False when the owner changed the bin meanwhile. */
+ * of its current, ready and parked slabs, or of the current slab only when
+ * `walk` is false) and allocations. False when the owner changed the bin
+ * meanwhile. */
 static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t* frees) {
   uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
   if (seq & 1) return false;
   uint64_t f = atomic_load_explicit(&bin->frees, memory_order_relaxed);
   tslab_run_t* cur = LINK_LOAD(bin->cur);
   if (cur) f += tslab_slab_pending(cur);
-  if (walk && !walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f)) return false;
+  if (walk && (!walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f) ||
+               !walk_pending(LINK_LOAD(bin->parked), &bin->seq, seq, &f)))
+    return false;
   /* Frees first, then `taken`, then the mask: every free read has its
    * allocation counted (section 9), and a slot a free put back into the mask
    * is never counted twice (the free writes the mask before `taken`). */
@@ -529,8 +532,12 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
     }
     tslab_tcache_unlink_run(tc, s);
     tslab_run_retire(a, s);
-  } else if (s->list == TSLAB_LIST_PARKED && tslab_slab_used(s) < s->capacity) {
-    tslab_tcache_ready(s->bin, s);
+  } else if (s->list == TSLAB_LIST_PARKED) {
+    /* Ready with enough free slots. Otherwise it stays parked, armed: a
+     * drain disarmed it, and remote frees to it would go unseen. */
+    if (s->capacity - tslab_slab_used(s) >= tslab_slab_ready_free(s->capacity) ||
+        (atomic_load_explicit(&s->notify, memory_order_relaxed) == TSLAB_NOTIFY_NONE && tslab_slab_arm(s)))
+      tslab_tcache_ready(s->bin, s);
   }
 }
 
@@ -687,15 +694,16 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
+      tslab_run_t *ready = bin->ready, *parked = bin->parked;
       write_begin(&bin->seq);
-      for (tslab_run_t* s = bin->ready; s; s = s->bin_next) run_fold(&bin->frees, s);
+      for (tslab_run_t* s = ready; s; s = s->bin_next) run_fold(&bin->frees, s);
+      for (tslab_run_t* s = parked; s; s = s->bin_next) run_fold(&bin->frees, s);
       write_end(&bin->seq);
       if (cur) detach_push(a, tc, cur, detached);
-      tslab_run_t* ready = bin->ready;
       LINK_STORE(bin->ready, NULL);
+      LINK_STORE(bin->parked, NULL);
       detach_list(a, tc, ready, detached);
-      detach_list(a, tc, bin->parked, detached);
-      bin->parked = NULL;
+      detach_list(a, tc, parked, detached);
     }
   }
   /* Blocks: their objects and local frees join the slot's counts. A block

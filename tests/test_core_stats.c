@@ -166,8 +166,105 @@ static void check_block_counts(void) {
   tslab_destroy(a);
 }
 
+/* A full slab that is not its bin's current one (parked) goes back to the
+ * ready list only once an eighth of its slots are free (3.2): until then the
+ * frees it holds are counted where no list move folded them, and every
+ * snapshot must still see them. 64-byte objects: 256 to a slab. */
+static bool in_slab(void* const* objs, int n, const void* p) {
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < n; i++) {
+    if ((uintptr_t)objs[i] < lo) lo = (uintptr_t)objs[i];
+    if ((uintptr_t)objs[i] > hi) hi = (uintptr_t)objs[i];
+  }
+  return (uintptr_t)p >= lo && (uintptr_t)p <= hi;
+}
+
+static void check_parked_slabs(void) {
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.block_budget = 0;
+  a = tslab_create(&cfg);
+  REQUIRE(a != NULL);
+  uint32_t c64 = class_index_of(64);
+  tslab_stats_class_t k;
+  tslab_stats_class(a, c64, &k);
+  REQUIRE(k.object_size == 64 && k.objects_per_slab == 256);
+  enum { CAP = 256, READY = CAP / 8 };
+  static void* first[CAP];
+  static void* more[2 * CAP];
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  for (int i = 0; i < CAP; i++) REQUIRE((first[i] = tslab_alloc(a, 64, e)) != NULL);
+  REQUIRE((uintptr_t)first[CAP - 1] - (uintptr_t)first[0] == (CAP - 1) * 64); /* one slab, in order */
+  REQUIRE((more[0] = tslab_alloc(a, 64, e)) != NULL);                        /* the first is parked */
+  CHECK(!in_slab(first, CAP, more[0]));
+  /* One free short of ready, scattered over its words. */
+  for (int i = 0; i < READY - 1; i++) CHECK(tslab_free(a, first[i * 8]));
+  tslab_stats_class(a, c64, &k);
+  CHECK_EQ_U(k.frees_total, READY - 1);
+  CHECK_EQ_U(k.live_objects, CAP + 1 - (READY - 1));
+  tslab_stats_epoch_t es;
+  CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
+  CHECK_EQ_U(es.frees_total, READY - 1);
+  CHECK_CONSISTENT(a);
+  /* The rest of the second slab and a third: none from the parked one. */
+  int n = 1;
+  for (; n < 2 * CAP; n++) {
+    REQUIRE((more[n] = tslab_alloc(a, 64, e)) != NULL);
+    CHECK(!in_slab(first, CAP, more[n]));
+  }
+  /* A double free of a slot the parked slab holds free still fails. */
+  CHECK(!tslab_free(a, first[0]));
+  /* The free that makes it ready: the current slab is full, so the next
+   * allocations take its free slots, and the one after those a new slab. */
+  CHECK(tslab_free(a, first[(READY - 1) * 8]));
+  int from_first = 0;
+  void* again[READY + 1];
+  for (int i = 0; i < READY + 1; i++) {
+    REQUIRE((again[i] = tslab_alloc(a, 64, e)) != NULL);
+    from_first += in_slab(first, CAP, again[i]);
+  }
+  CHECK_EQ_U(from_first, READY);
+  tslab_stats_class(a, c64, &k);
+  CHECK_EQ_U(k.allocations_total, CAP + 2 * CAP + READY + 1);
+  CHECK_EQ_U(k.frees_total, READY); /* the double free is not one */
+  CHECK_CONSISTENT(a);
+  /* The same by another thread's frees: the first few are collected on a
+   * refill and leave the slab parked, armed again, so that the rest still
+   * reach its owner. `first` is parked (full) again; the current slab has
+   * CAP - 1 free slots. */
+  static void* fill[2 * CAP + READY];
+  pthread_t t;
+  struct work w1 = {again, 1}, w2 = {again + 1, READY - 1};
+  REQUIRE(pthread_create(&t, NULL, free_all, &w1) == 0);
+  pthread_join(t, NULL);
+  from_first = 0;
+  for (int i = 0; i < CAP; i++) { /* the current slab's rest, then a new one */
+    REQUIRE((fill[i] = tslab_alloc(a, 64, e)) != NULL);
+    from_first += in_slab(first, CAP, fill[i]);
+  }
+  CHECK_EQ_U(from_first, 0);
+  REQUIRE(pthread_create(&t, NULL, free_all, &w2) == 0);
+  pthread_join(t, NULL);
+  from_first = 0;
+  for (int i = CAP; i < 2 * CAP - 1 + READY; i++) { /* the new slab's rest, then `first`'s free slots */
+    REQUIRE((fill[i] = tslab_alloc(a, 64, e)) != NULL);
+    from_first += in_slab(first, CAP, fill[i]);
+  }
+  CHECK_EQ_U(from_first, READY);
+  tslab_stats_class(a, c64, &k);
+  CHECK_EQ_U(k.cross_thread_frees_total, READY);
+  CHECK_EQ_U(k.live_objects, k.allocations_total - k.frees_total);
+  CHECK_CONSISTENT(a);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  tslab_stats_class(a, c64, &k);
+  CHECK_EQ_U(k.live_objects, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   check_block_counts();
+  check_parked_slabs();
   /* The class-by-class checks below use class slabs only (no blocks). */
   tslab_config_t cfg;
   tslab_config_init(&cfg);
