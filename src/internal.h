@@ -968,15 +968,15 @@ static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
 }
 
 /* Free slots a parked slab needs before it goes back on its bin's ready
- * list (section 3.2): an eighth of its capacity, at least one. A slab that
- * came back after a single free would be current for one allocation and be
- * parked again, a refill for every allocation of a program that frees at
- * random in a working set it keeps full. */
+ * list (section 3.2): an eighth of its capacity, at least one since every
+ * slab holds at least eight slots. A slab that came back after a single free
+ * would be current for one allocation and be parked again, a refill for
+ * every allocation of a program that frees at random in a working set it
+ * keeps full. */
 #define TSLAB_READY_SHIFT 3
-static inline uint32_t tslab_slab_ready_free(uint32_t capacity) {
-  uint32_t n = capacity >> TSLAB_READY_SHIFT;
-  return n ? n : 1;
-}
+_Static_assert(((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) / TSLAB_SMALL_MAX >= (1u << TSLAB_READY_SHIFT),
+               "the largest class's slab holds at least eight slots (src/size_class.c)");
+static inline uint32_t tslab_slab_ready_free(uint32_t capacity) { return capacity >> TSLAB_READY_SHIFT; }
 
 static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
   return atomic_load_explicit(&s->usage, memory_order_relaxed) >> TSLAB_USED_BITS;
