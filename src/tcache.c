@@ -395,12 +395,12 @@ static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* 
 
 /* The bin starts counting for the slot's era: its cumulative counters'
  * values now are the era's zero (section 9). */
-static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
   /* A bin is set up the first time it is used: a cache has one per (ring
    * slot, class), most never used, and writing them all at creation would
    * make every page of them resident (hundreds of KiB per thread). */
   if (!bin->size) {
-    bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) & ((1u << TSLAB_BIN_SHIFT) - 1));
     bin->size = tslab_classes[bin->cls].size;
   }
   uint64_t bit = 1ull << (bin->cls & 63);
@@ -422,7 +422,7 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
 
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
   return bin;
 }
 
@@ -605,7 +605,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
-  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
@@ -664,12 +664,12 @@ static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   sum->free_bytes += (fr - base_frees) * size;
 }
 
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
   tslab_slot_cache_t* sc = &tc->slots[slot];
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_acquire); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      bin_era_counts(tslab_bin_at(a, tc, slot, c), c, sum);
+      bin_era_counts(tslab_bin_at(tc, slot, c), c, sum);
     }
   }
   uint64_t al, fr, ab, fb;
@@ -690,7 +690,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+      tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
@@ -736,7 +736,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     if (!ending) tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b, b->bumped));
   }
   write_end(&sc->seq);
-  tslab_tcache_era_counts(a, tc, slot, sum);
+  tslab_tcache_era_counts(tc, slot, sum);
   atomic_store_explicit(&sc->classes[0], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->classes[1], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->era, 0, memory_order_release);
@@ -761,7 +761,8 @@ static void end_section(_Atomic uint64_t* seq) {
 }
 
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc) {
-  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) end_section(&tc->bins[i].seq);
+  for (uint32_t slot = 0; slot < a->ring_size; slot++)
+    for (uint32_t c = 0; c < TSLAB_CLASSES; c++) end_section(&tslab_bin_at(tc, slot, c)->seq);
   for (uint32_t i = 0; i < a->ring_size; i++) end_section(&tc->slots[i].seq);
   end_section(&tc->busy);
 }
@@ -771,7 +772,7 @@ static void thread_exit(void* arg);
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static size_t tcache_bytes(tslab_t* a) {
-  return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t) +
+  return sizeof(tslab_tcache_t) + ((size_t)a->ring_size << TSLAB_BIN_SHIFT) * sizeof(tslab_bin_t) +
          (size_t)a->ring_size * sizeof(tslab_slot_cache_t);
 }
 
@@ -796,7 +797,7 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     if (tc) {
       tc->bytes = bytes;
       tc->inst = a;
-      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
+      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size << TSLAB_BIN_SHIFT];
       pthread_mutex_init(&tc->mu, NULL);
       /* Append-only list read without the mutex: publish with release. */
       atomic_store_explicit(&tc->reg_next, atomic_load_explicit(&a->caches, memory_order_relaxed),
@@ -875,7 +876,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
       drain_notifications(a, tc);
       for (uint32_t word = 0; word < 2; word++) {
         for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
-          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+          tslab_bin_t* bin = tslab_bin_at(tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
           tslab_run_t* lists[2] = {bin->ready, bin->parked};
           for (int l = 0; l < 2; l++) {
             for (tslab_run_t* s = lists[l]; s;) {
@@ -1011,7 +1012,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       n += check_list(tc, sc->full, TSLAB_LIST_FULL, era, TSLAB_CLASSES, bad || n ? NULL : report, cap);
       bad += n;
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+        tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);
