@@ -237,17 +237,22 @@ static bool fail_free(tslab_t* a, int status) {
   return false;
 }
 
+/* What a local free did: nothing (not a live slot), put the slot back into
+ * the bin's set-aside word (so the run is the bin's current slab, which
+ * never settles), or cleared its bit. */
+enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
+
 /* Owner free of slot idx of s, in the busy window with s's era active: plain
  * loads and stores only (invariant S1). A slot of the word the bin has set
  * aside goes straight back into the mask (cache-hot reuse, section 3). The
  * mask is written before `taken` and readers read `taken` first, so a read
  * can miss the slot's return (an undercount the readers' high-water mark
  * hides) but never count it twice. */
-static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s, uint32_t idx) {
+static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
   uint64_t al = atomic_load_explicit(word, memory_order_relaxed);
-  if (unlikely(!(al & bit) || (atomic_load_explicit(word + 1, memory_order_relaxed) & bit))) return false;
+  if (unlikely(!(al & bit) || (atomic_load_explicit(word + 1, memory_order_relaxed) & bit))) return FREE_REJECTED;
   atomic_store_explicit(word, al & ~bit, memory_order_relaxed);
   tslab_bin_t* bin = s->bin;
   if (bin && bin->word == word) {
@@ -258,14 +263,14 @@ static inline __attribute__((always_inline)) bool free_local_bits(tslab_run_t* s
 #if TSLAB_COUNTERS
     tslab_owner_add(&s->usage, 1ull << TSLAB_USED_BITS);
 #endif
-  } else {
-#if TSLAB_COUNTERS
-    tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
-#else
-    tslab_slab_used_add(s, -1);
-#endif
+    return FREE_SET_ASIDE;
   }
-  return true;
+#if TSLAB_COUNTERS
+  tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
+#else
+  tslab_slab_used_add(s, -1);
+#endif
+  return FREE_CLEARED;
 }
 
 /* Whether a run a local free left needs its cache to settle it: it emptied
@@ -278,10 +283,11 @@ static inline bool free_local_settles(const tslab_run_t* s) {
   return used == s->capacity - tslab_slab_ready_free(s->capacity) && s->list == TSLAB_LIST_PARKED;
 }
 
-/* Whether a local free left work beyond the bitmap: a handle generation to
- * bump, or a run to settle. */
-static inline bool free_local_rare(const tslab_run_t* s) {
-  return free_local_settles(s) || atomic_load_explicit(&s->gens, memory_order_relaxed);
+/* Whether a local free (`done` by free_local_bits) left work beyond the
+ * bitmap: a handle generation to bump, or a run to settle. A slot set aside
+ * again needs no look at `used`, which the free has just added to. */
+static inline bool free_local_rare(const tslab_run_t* s, int done) {
+  return (done == FREE_CLEARED && free_local_settles(s)) || atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
@@ -344,7 +350,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   if (idx == UINT32_MAX) return false;
   tslab_run_t* s = v.r;
   if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc && tslab_era_active(a, v.era)) {
-    if (!free_local_bits(s, idx)) return false;
+    if (free_local_bits(s, idx) == FREE_REJECTED) return false;
     free_local_rest(a, tc, s, idx);
     return true;
   }
@@ -393,8 +399,9 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
         uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
         if (likely(tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
           uint32_t idx = tslab_slab_index(s, p);
-          if (likely(idx != UINT32_MAX && free_local_bits(s, idx))) {
-            if (unlikely(free_local_rare(s))) return free_local_finish(a, tc, s, idx);
+          int done;
+          if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx)) != FREE_REJECTED)) {
+            if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
             tslab_busy_exit(tc);
             return true;
           }
@@ -559,7 +566,7 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
           (uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
         /* The run is this thread's: nobody else frees its slots' local
          * bits or moves their generations meanwhile. */
-        if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen && free_local_bits(s, idx))
+        if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen && free_local_bits(s, idx) != FREE_REJECTED)
           return free_local_finish(a, tc, s, idx); /* bumps the generation, ends the window */
         tslab_busy_exit(tc);
         return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
