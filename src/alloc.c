@@ -160,7 +160,7 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
         /* The size anew: reusing the check's size - 1 for the class would keep
          * it in a callee-saved register, saved and restored on every call. */
         __asm__("" : "+r"(size));
-        tslab_bin_t* bin = tslab_bin_at(tc, slot, tslab_class_of(size));
+        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
         /* One register for the bin: left to itself the compiler derives its
          * fields from two differently offset bases. */
         __asm__("" : "+r"(bin));
@@ -212,7 +212,7 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
     tslab_busy_enter(tc);
     if (atomic_load_explicit(&a->ring[slot].state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
         ((size + 15) & ~(size_t)15) > (size_t)(sc->end - sc->top)) {
-      tslab_bin_t* bin = tslab_bin_at(tc, slot, tslab_class_of(size));
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
       uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
       tslab_run_t* s = bin->cur;
       _Atomic uint16_t* g = s ? atomic_load_explicit(&s->gens, memory_order_relaxed) : NULL;
@@ -239,15 +239,16 @@ static bool fail_free(tslab_t* a, int status) {
 
 /* What a local free did: nothing (not a live slot), put the slot back into
  * the bin's set-aside word (so the run is the bin's current slab, which
- * never settles), or cleared its bit. */
-enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
+ * never settles), cleared the bit of a parked slab, or of another run. */
+enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_PARKED, FREE_CLEARED };
 
 /* Owner free of slot idx of s, in the busy window with s's era active: plain
  * loads and stores only (invariant S1). A slot of the word the bin has set
  * aside goes straight back into the mask (cache-hot reuse, section 3). The
  * mask is written before `taken` and readers read `taken` first, so a read
  * can miss the slot's return (an undercount the readers' high-water mark
- * hides) but never count it twice. */
+ * hides) but never count it twice. A free into a parked slab counts in the
+ * bin's `frees` at once: readers do not walk the parked list (3.2). */
 static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
@@ -265,6 +266,11 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
 #endif
     return FREE_SET_ASIDE;
   }
+  if (s->list == TSLAB_LIST_PARKED) {
+    tslab_slab_used_add(s, -1);
+    tslab_bump(&bin->frees, 1);
+    return FREE_PARKED;
+  }
 #if TSLAB_COUNTERS
   tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
 #else
@@ -273,21 +279,28 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   return FREE_CLEARED;
 }
 
+/* Whether a parked slab has the free slots that send it back to the ready
+ * list (3.2). */
+static inline bool parked_ready(const tslab_run_t* s) {
+  return tslab_slab_used(s) <= s->capacity - tslab_slab_ready_free(s->capacity);
+}
+
 /* Whether a run a local free left needs its cache to settle it: it emptied
- * (the current slab never retires), or it is parked and has just reached the
- * free slots that make it ready (3.2; frees lower `used` one at a time here,
- * and a collection settles what it frees itself). */
+ * (the current slab never retires), or it is parked and has the free slots
+ * to go back to the ready list. */
 static inline bool free_local_settles(const tslab_run_t* s) {
-  uint32_t used = tslab_slab_used(s);
-  if (used == 0) return s->list != TSLAB_LIST_CUR;
-  return used == s->capacity - tslab_slab_ready_free(s->capacity) && s->list == TSLAB_LIST_PARKED;
+  if (s->list == TSLAB_LIST_CUR) return false;
+  return tslab_slab_used(s) == 0 || (s->list == TSLAB_LIST_PARKED && parked_ready(s));
 }
 
 /* Whether a local free (`done` by free_local_bits) left work beyond the
  * bitmap: a handle generation to bump, or a run to settle. A slot set aside
  * again needs no look at `used`, which the free has just added to. */
 static inline bool free_local_rare(const tslab_run_t* s, int done) {
-  return (done == FREE_CLEARED && free_local_settles(s)) || atomic_load_explicit(&s->gens, memory_order_relaxed);
+  bool settles = done == FREE_PARKED    ? parked_ready(s)
+                 : done == FREE_CLEARED ? tslab_slab_used(s) == 0 && s->list != TSLAB_LIST_CUR
+                                        : false;
+  return settles || atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {

@@ -68,6 +68,7 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   a->fast_max = c.max_alloc_size < TSLAB_SMALL_MAX ? c.max_alloc_size : TSLAB_SMALL_MAX;
   a->ring_size = c.epoch_ring_size;
   a->ring_mask = c.epoch_ring_size - 1;
+  a->ring_shift = (uint32_t)__builtin_ctz(c.epoch_ring_size);
   /* reserve_bytes is what the instance asks for; where the system grants
    * less address space (a ulimit -v, a sandbox, a tool), it takes the
    * largest half, quarter, ... it can get, down to 1/64 or 1 GiB, and

@@ -465,7 +465,7 @@ typedef struct tslab_retire_era {
 
 struct tslab {
   uint64_t id;                        /* unique per process, never reused */
-  uint32_t ring_size, ring_mask;
+  uint32_t ring_size, ring_mask, ring_shift;
   /* Requests the allocation fast path may serve: 1..fast_max bytes
    * (TSLAB_SMALL_MAX, or max_alloc_size when that is smaller). */
   size_t fast_max;
@@ -801,7 +801,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
                                              tslab_run_t** detached, tslab_run_t** drained, tslab_fold_t* sum,
                                              bool ending);
 /* The counts of the slot's era held by this cache (current less base). */
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
 /* The bin of (era, cls), counting for the era (owner, era active, claimed). */
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
@@ -855,21 +855,12 @@ static inline tslab_tcache_t* tslab_cache_first(tslab_t* a) {
 }
 
 /* Bins are laid out class-major so that the index is two shifts and an or. */
-/* A cache's bins are slot-major: an epoch's bins are contiguous, with room
- * for 2^TSLAB_BIN_SHIFT classes per ring slot (the bins past TSLAB_CLASSES
- * are never touched, so never resident). Class-major, the bins of one epoch
- * lay ring_size bins apart, 4 KiB with the default ring: all of them in one
- * set of the L1 cache, which a program of mixed sizes thrashed (the load of
- * the bin's mask was a third of the allocation fast path's time). */
-#define TSLAB_BIN_SHIFT 7
-_Static_assert(TSLAB_CLASSES <= (1u << TSLAB_BIN_SHIFT), "a ring slot has a bin for every class");
-
-static inline tslab_bin_t* tslab_bin_at(tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
-  return &tc->bins[((size_t)slot << TSLAB_BIN_SHIFT) | cls];
+static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
+  return &tc->bins[((size_t)cls << a->ring_shift) | slot];
 }
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
-  return tslab_bin_at(tc, (uint32_t)(era & a->ring_mask), cls);
+  return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
 

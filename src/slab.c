@@ -443,7 +443,7 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
         REPORT("attached run %p: used %u but %u slots allocated, %u set aside", (void*)s->start, tslab_slab_used(s),
                set, aside);
     }
-    if (tslab_slab_pending(s) && s->list == TSLAB_LIST_NONE)
+    if (tslab_slab_pending(s) && s->list != TSLAB_LIST_CUR && s->list != TSLAB_LIST_READY && s->list != TSLAB_LIST_FULL)
       REPORT("run %p has pending frees outside the lists readers walk", (void*)s->start);
     if (!atomic_load(&s->owner)) REPORT("attached run %p has no owner", (void*)s->start);
   } else {

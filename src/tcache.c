@@ -170,7 +170,7 @@ static void run_fold(_Atomic uint64_t* frees, tslab_run_t* s) {
 
 /* Owner, or the closer with the owner quiescent for the bin's era: make s
  * (or nobody) the current slab. The old one's pending frees join the bin's
- * count in the same section: it may be leaving the lists readers walk. */
+ * count in the same section: it may be parked, where readers do not look. */
 static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
   write_begin(&bin->seq);
   if (bin->cur) run_fold(&bin->frees, bin->cur);
@@ -195,8 +195,8 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
 }
 
 /* Owner: move s off list `from` and/or onto list `to` (either may be NULL)
- * in one write section. A slab hands its pending frees over as it moves: it
- * may be leaving the lists, and a fold is cheap next to a list change. */
+ * in one write section. A slab hands its pending frees over as it moves:
+ * parked slabs are not walked, and a fold is cheap next to a list change. */
 static void bin_list_move(tslab_bin_t* bin, tslab_run_t** from, tslab_run_t** to, tslab_run_t* s, uint8_t which) {
   write_begin(&bin->seq);
   run_fold(&bin->frees, s);
@@ -222,18 +222,15 @@ static bool walk_pending(tslab_run_t* s, _Atomic uint64_t* seqp, uint64_t seq, u
 
 #if TSLAB_COUNTERS
 /* One try at reading the bin: frees (the bin's count plus the pending frees
- * of its current, ready and parked slabs, or of the current slab only when
- * `walk` is false) and allocations. False when the owner changed the bin
- * meanwhile. */
+ * of its current and ready slabs, or of the current slab only when `walk`
+ * is false) and allocations. False when the owner changed the bin meanwhile. */
 static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t* frees) {
   uint64_t seq = atomic_load_explicit(&bin->seq, memory_order_acquire);
   if (seq & 1) return false;
   uint64_t f = atomic_load_explicit(&bin->frees, memory_order_relaxed);
   tslab_run_t* cur = LINK_LOAD(bin->cur);
   if (cur) f += tslab_slab_pending(cur);
-  if (walk && (!walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f) ||
-               !walk_pending(LINK_LOAD(bin->parked), &bin->seq, seq, &f)))
-    return false;
+  if (walk && !walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f)) return false;
   /* Frees first, then `taken`, then the mask: every free read has its
    * allocation counted (section 9), and a slot a free put back into the mask
    * is never counted twice (the free writes the mask before `taken`). */
@@ -395,12 +392,12 @@ static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* 
 
 /* The bin starts counting for the slot's era: its cumulative counters'
  * values now are the era's zero (section 9). */
-static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
   /* A bin is set up the first time it is used: a cache has one per (ring
    * slot, class), most never used, and writing them all at creation would
    * make every page of them resident (hundreds of KiB per thread). */
   if (!bin->size) {
-    bin->cls = (uint32_t)((size_t)(bin - tc->bins) & ((1u << TSLAB_BIN_SHIFT) - 1));
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
     bin->size = tslab_classes[bin->cls].size;
   }
   uint64_t bit = 1ull << (bin->cls & 63);
@@ -422,7 +419,7 @@ static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_
 
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   return bin;
 }
 
@@ -533,8 +530,10 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
     tslab_tcache_unlink_run(tc, s);
     tslab_run_retire(a, s);
   } else if (s->list == TSLAB_LIST_PARKED) {
-    /* Ready with enough free slots. Otherwise it stays parked, armed: a
-     * drain disarmed it, and remote frees to it would go unseen. */
+    /* Back on the ready list once an eighth of its slots are free (3.2).
+     * Until then it stays parked, armed again if a drain disarmed it, or
+     * remote frees to it would go unseen (arming that finds remote bits
+     * pending makes it ready, as parking does). */
     if (s->capacity - tslab_slab_used(s) >= tslab_slab_ready_free(s->capacity) ||
         (atomic_load_explicit(&s->notify, memory_order_relaxed) == TSLAB_NOTIFY_NONE && tslab_slab_arm(s)))
       tslab_tcache_ready(s->bin, s);
@@ -605,7 +604,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
-  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
@@ -664,12 +663,12 @@ static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   sum->free_bytes += (fr - base_frees) * size;
 }
 
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
   tslab_slot_cache_t* sc = &tc->slots[slot];
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_acquire); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      bin_era_counts(tslab_bin_at(tc, slot, c), c, sum);
+      bin_era_counts(tslab_bin_at(a, tc, slot, c), c, sum);
     }
   }
   uint64_t al, fr, ab, fb;
@@ -690,20 +689,19 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
-      tslab_run_t *ready = bin->ready, *parked = bin->parked;
       write_begin(&bin->seq);
-      for (tslab_run_t* s = ready; s; s = s->bin_next) run_fold(&bin->frees, s);
-      for (tslab_run_t* s = parked; s; s = s->bin_next) run_fold(&bin->frees, s);
+      for (tslab_run_t* s = bin->ready; s; s = s->bin_next) run_fold(&bin->frees, s);
       write_end(&bin->seq);
       if (cur) detach_push(a, tc, cur, detached);
+      tslab_run_t* ready = bin->ready;
       LINK_STORE(bin->ready, NULL);
-      LINK_STORE(bin->parked, NULL);
       detach_list(a, tc, ready, detached);
-      detach_list(a, tc, parked, detached);
+      detach_list(a, tc, bin->parked, detached);
+      bin->parked = NULL;
     }
   }
   /* Blocks: their objects and local frees join the slot's counts. A block
@@ -736,7 +734,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     if (!ending) tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b, b->bumped));
   }
   write_end(&sc->seq);
-  tslab_tcache_era_counts(tc, slot, sum);
+  tslab_tcache_era_counts(a, tc, slot, sum);
   atomic_store_explicit(&sc->classes[0], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->classes[1], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->era, 0, memory_order_release);
@@ -761,8 +759,7 @@ static void end_section(_Atomic uint64_t* seq) {
 }
 
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc) {
-  for (uint32_t slot = 0; slot < a->ring_size; slot++)
-    for (uint32_t c = 0; c < TSLAB_CLASSES; c++) end_section(&tslab_bin_at(tc, slot, c)->seq);
+  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) end_section(&tc->bins[i].seq);
   for (uint32_t i = 0; i < a->ring_size; i++) end_section(&tc->slots[i].seq);
   end_section(&tc->busy);
 }
@@ -772,7 +769,7 @@ static void thread_exit(void* arg);
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static size_t tcache_bytes(tslab_t* a) {
-  return sizeof(tslab_tcache_t) + ((size_t)a->ring_size << TSLAB_BIN_SHIFT) * sizeof(tslab_bin_t) +
+  return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t) +
          (size_t)a->ring_size * sizeof(tslab_slot_cache_t);
 }
 
@@ -797,7 +794,7 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     if (tc) {
       tc->bytes = bytes;
       tc->inst = a;
-      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size << TSLAB_BIN_SHIFT];
+      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
       pthread_mutex_init(&tc->mu, NULL);
       /* Append-only list read without the mutex: publish with release. */
       atomic_store_explicit(&tc->reg_next, atomic_load_explicit(&a->caches, memory_order_relaxed),
@@ -876,7 +873,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
       drain_notifications(a, tc);
       for (uint32_t word = 0; word < 2; word++) {
         for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
-          tslab_bin_t* bin = tslab_bin_at(tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
           tslab_run_t* lists[2] = {bin->ready, bin->parked};
           for (int l = 0; l < 2; l++) {
             for (tslab_run_t* s = lists[l]; s;) {
@@ -1012,7 +1009,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       n += check_list(tc, sc->full, TSLAB_LIST_FULL, era, TSLAB_CLASSES, bad || n ? NULL : report, cap);
       bad += n;
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
+        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);

@@ -167,9 +167,9 @@ static void check_block_counts(void) {
 }
 
 /* A full slab that is not its bin's current one (parked) goes back to the
- * ready list only once an eighth of its slots are free (3.2): until then the
- * frees it holds are counted where no list move folded them, and every
- * snapshot must still see them. 64-byte objects: 256 to a slab. */
+ * ready list only once an eighth of its slots are free (3.2): until then its
+ * frees are counted without a list move, and every snapshot must still see
+ * them. 64-byte objects: 256 to a slab. */
 static bool in_slab(void* const* objs, int n, const void* p) {
   uintptr_t lo = UINTPTR_MAX, hi = 0;
   for (int i = 0; i < n; i++) {
