@@ -334,12 +334,15 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   if (!was_closed) {
     tslab_run_t *detached = NULL, *drained = NULL;
     tslab_fold_t sum = {0};
-    detach_users(a, e, me, &detached, &drained, &sum, free_all);
     /* The era's counts, read off the caches, become its slot's (one writer:
-     * this closer); readers of the era retry meanwhile. */
+     * this closer); readers of the era retry meanwhile. The section opens
+     * before the detach: a cache detached is no longer read as the era's,
+     * and until the fold its counts would be missing. */
     uint64_t seq = atomic_load_explicit(&es->stat_seq, memory_order_relaxed);
     atomic_store_explicit(&es->stat_seq, seq + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
+    detach_users(a, e, me, &detached, &drained, &sum, free_all);
+    tslab_hook_point(TSLAB_HOOK_CLOSE_DETACHED);
     atomic_store_explicit(&es->f_allocs, atomic_load_explicit(&es->f_allocs, memory_order_relaxed) + sum.allocs, memory_order_relaxed);
     atomic_store_explicit(&es->f_frees, atomic_load_explicit(&es->f_frees, memory_order_relaxed) + sum.frees, memory_order_relaxed);
     atomic_store_explicit(&es->f_xfrees, atomic_load_explicit(&es->f_xfrees, memory_order_relaxed) + sum.xfrees, memory_order_relaxed);

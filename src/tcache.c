@@ -191,6 +191,10 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   }
   tslab_bump(&bin->taken, (uint64_t)delta);
   atomic_store_explicit(&bin->mask, mask, memory_order_release);
+  /* A dropped mask keeps no word: a refill that drops it may take none
+   * (a full ready slab, then no memory for a new one), and a free into the
+   * old word must not feed the mask of whatever slab is current next. */
+  if (!mask) bin->word = NULL;
   write_end(&bin->seq);
 }
 

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "fault.h"
 #include "test_util.h"
@@ -522,7 +523,57 @@ static void test_12_openers_out_of_order(void) {
   tslab_destroy(a);
 }
 
+/* ---- a later review: an era's counts never go down while it closes ----
+ * The close took the era off its users' caches before it added their counts
+ * to the era's slot, and a reader between the two read neither: the era's
+ * allocations fell to 0 and came back. The hook holds the closer in that
+ * gap while another thread reads; a correct reader waits for the close. */
+enum { GAP_OBJS = 1000 };
+static tslab_t* gap_a;
+static tslab_epoch_t gap_era;
+static _Atomic int gap_read_start, gap_read_done;
+static _Atomic uint64_t gap_allocs, gap_live;
+
+static void* gap_reader(void* arg) {
+  (void)arg;
+  while (!atomic_load(&gap_read_start)) sched_yield();
+  tslab_stats_epoch_t s;
+  CHECK_EQ_U(tslab_stats_epoch(gap_a, gap_era, &s), TSLAB_OK);
+  atomic_store(&gap_allocs, s.allocations_total);
+  atomic_store(&gap_live, s.live_objects);
+  atomic_store(&gap_read_done, 1);
+  return NULL;
+}
+
+static void gap_hook(int point) {
+  if (point != TSLAB_HOOK_CLOSE_DETACHED) return;
+  atomic_store(&gap_read_start, 1);
+  /* A reader that does not wait for the close finishes in microseconds. */
+  for (int i = 0; i < 200 && !atomic_load(&gap_read_done); i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+static void test_13_counts_while_closing(void) {
+  gap_a = tslab_create(NULL);
+  REQUIRE(gap_a != NULL);
+  gap_era = tslab_epoch_advance(gap_a);
+  for (int i = 0; i < GAP_OBJS; i++) REQUIRE(tslab_alloc(gap_a, 64 + (size_t)(i % 5) * 100, gap_era) != NULL);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, gap_reader, NULL) == 0);
+  tslab_hook_set(gap_hook);
+  CHECK_EQ_U(tslab_epoch_close(gap_a, gap_era), TSLAB_OK);
+  tslab_hook_set(NULL);
+  pthread_join(t, NULL);
+  CHECK_EQ_U(atomic_load(&gap_allocs), GAP_OBJS);
+  CHECK_EQ_U(atomic_load(&gap_live), GAP_OBJS);
+  CHECK_CONSISTENT(gap_a);
+  tslab_destroy(gap_a);
+}
+
 int main(void) {
+  test_13_counts_while_closing();
   test_11_popcount_either_way();
   test_12_openers_out_of_order();
   test_1_double_free_after_reuse();
