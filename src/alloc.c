@@ -239,8 +239,8 @@ static bool fail_free(tslab_t* a, int status) {
 
 /* What a local free did: nothing (not a live slot), put the slot back into
  * the bin's set-aside word (so the run is the bin's current slab, which
- * never settles), cleared the bit of a parked slab, or of another run. */
-enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_PARKED, FREE_CLEARED };
+ * never settles), or cleared its bit. */
+enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
 
 /* Owner free of slot idx of s, in the busy window with s's era active: plain
  * loads and stores only (invariant S1). A slot of the word the bin has set
@@ -269,7 +269,7 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   if (s->list == TSLAB_LIST_PARKED) {
     tslab_slab_used_add(s, -1);
     tslab_bump(&bin->frees, 1);
-    return FREE_PARKED;
+    return FREE_CLEARED;
   }
 #if TSLAB_COUNTERS
   tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
@@ -279,28 +279,19 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   return FREE_CLEARED;
 }
 
-/* Whether a parked slab has the free slots that send it back to the ready
- * list (3.2). */
-static inline bool parked_ready(const tslab_run_t* s) {
-  return tslab_slab_used(s) <= s->capacity - tslab_slab_ready_free(s->capacity);
-}
-
 /* Whether a run a local free left needs its cache to settle it: it emptied
  * (the current slab never retires), or it is parked and has the free slots
  * to go back to the ready list. */
 static inline bool free_local_settles(const tslab_run_t* s) {
   if (s->list == TSLAB_LIST_CUR) return false;
-  return tslab_slab_used(s) == 0 || (s->list == TSLAB_LIST_PARKED && parked_ready(s));
+  return tslab_slab_used(s) == 0 || (s->list == TSLAB_LIST_PARKED && tslab_slab_parked_ready(s));
 }
 
 /* Whether a local free (`done` by free_local_bits) left work beyond the
  * bitmap: a handle generation to bump, or a run to settle. A slot set aside
  * again needs no look at `used`, which the free has just added to. */
 static inline bool free_local_rare(const tslab_run_t* s, int done) {
-  bool settles = done == FREE_PARKED    ? parked_ready(s)
-                 : done == FREE_CLEARED ? tslab_slab_used(s) == 0 && s->list != TSLAB_LIST_CUR
-                                        : false;
-  return settles || atomic_load_explicit(&s->gens, memory_order_relaxed);
+  return (done == FREE_CLEARED && free_local_settles(s)) || atomic_load_explicit(&s->gens, memory_order_relaxed);
 }
 
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {

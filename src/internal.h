@@ -967,16 +967,18 @@ static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
   return (uint32_t)(atomic_load_explicit(&s->usage, memory_order_relaxed) & TSLAB_USED_MASK);
 }
 
-/* Free slots a parked slab needs before it goes back on its bin's ready
- * list (section 3.2): an eighth of its capacity, at least one since every
- * slab holds at least eight slots. A slab that came back after a single free
- * would be current for one allocation and be parked again, a refill for
- * every allocation of a program that frees at random in a working set it
- * keeps full. */
+/* Whether a parked slab has the free slots that send it back to its bin's
+ * ready list (section 3.2): an eighth of its capacity, at least one since
+ * every slab holds at least eight slots. A slab that came back after a
+ * single free would be current for one allocation and be parked again, a
+ * refill for every allocation of a program that frees at random in a
+ * working set it keeps full. */
 #define TSLAB_READY_SHIFT 3
 _Static_assert(((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) / TSLAB_SMALL_MAX >= (1u << TSLAB_READY_SHIFT),
                "the largest class's slab holds at least eight slots (src/size_class.c)");
-static inline uint32_t tslab_slab_ready_free(uint32_t capacity) { return capacity >> TSLAB_READY_SHIFT; }
+static inline bool tslab_slab_parked_ready(const tslab_run_t* s) {
+  return tslab_slab_used(s) <= s->capacity - (s->capacity >> TSLAB_READY_SHIFT);
+}
 
 static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
   return atomic_load_explicit(&s->usage, memory_order_relaxed) >> TSLAB_USED_BITS;

@@ -538,7 +538,7 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
      * Until then it stays parked, armed again if a drain disarmed it, or
      * remote frees to it would go unseen (arming that finds remote bits
      * pending makes it ready, as parking does). */
-    if (s->capacity - tslab_slab_used(s) >= tslab_slab_ready_free(s->capacity) ||
+    if (tslab_slab_parked_ready(s) ||
         (atomic_load_explicit(&s->notify, memory_order_relaxed) == TSLAB_NOTIFY_NONE && tslab_slab_arm(s)))
       tslab_tcache_ready(s->bin, s);
   }
