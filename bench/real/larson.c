@@ -26,28 +26,37 @@ typedef struct {
   int bad;
 } lane_t;
 
+/* The random state and verdict live on the thread's stack while it runs:
+ * the lanes share cache lines, and a shared line written on every
+ * replacement would measure the program's false sharing, not the
+ * allocator's. The next generation takes them over from the lane. */
 static void* worker(void* arg) {
   lane_t* l = arg;
-  for (long r = 0; r < l->rounds; r++) {
+  uint64_t seed = l->seed;
+  int bad = 0;
+  for (long r = 0; r < l->rounds && !bad; r++) {
     for (long i = 0; i < l->nblocks; i++) {
-      long k = (long)(rng_next(&l->seed) % (uint64_t)l->nblocks);
+      long k = (long)(rng_next(&seed) % (uint64_t)l->nblocks);
       if (l->blocks[k]) {
-        l->bad |= !stamped(l->blocks[k], l->sizes[k]);
+        bad |= !stamped(l->blocks[k], l->sizes[k]);
         free(l->blocks[k]);
       }
-      size_t n = l->min + rng_next(&l->seed) % (l->max - l->min + 1);
+      size_t n = l->min + rng_next(&seed) % (l->max - l->min + 1);
       l->blocks[k] = malloc(n);
       if (!l->blocks[k]) {
-        l->bad = 1;
-        return NULL;
+        bad = 1;
+        break;
       }
       l->sizes[k] = n;
       stamp(l->blocks[k], n);
     }
   }
-  /* Hand the array to a new thread: this one ends, its blocks live on. */
+  l->seed = seed;
+  l->bad |= bad;
+  /* Hand the array to a new thread: this one ends, its blocks live on. A
+   * lane that went wrong stops here and is reported. */
   pthread_t t;
-  if (--l->generations_left > 0 && pthread_create(&t, NULL, worker, l) == 0) {
+  if (!l->bad && --l->generations_left > 0 && pthread_create(&t, NULL, worker, l) == 0) {
     pthread_detach(t);
     return NULL;
   }
