@@ -64,6 +64,8 @@ static void repair(tslab_t* a) {
   tslab_heap_fork_repair(a);
   tslab_epoch_fork_repair(a);
   tslab_runs_fork_repair(a);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    if (tc->forked_busy) tslab_tcache_fork_rearm(a, tc);
   /* A cache whose thread is gone gives its hot reserve back (section 5). */
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
     if (!atomic_load(&tc->tid)) tslab_block_release_reserve(a, tc, false);

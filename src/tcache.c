@@ -562,8 +562,28 @@ static bool drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
     if (!tslab_era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed))) continue;
     tslab_slab_collect(a, s);
     tslab_tcache_settle(a, tc, s);
+    if (list) tslab_hook_point(TSLAB_HOOK_DRAIN_PARTWAY);
   }
   return true;
+}
+
+/* fork child, for a cache whose thread was inside a window: a drain it was
+ * running had disarmed every slab it took off the notification list and
+ * settled only some. A parked slab left disarmed would never be queued by a
+ * remote free again; arm it as settle would, and make it ready if remote
+ * frees are pending already (7.6). */
+TSLAB_INTERNAL void tslab_tcache_fork_rearm(tslab_t* a, tslab_tcache_t* tc) {
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    uint64_t era = atomic_load(&tc->slots[slot].era);
+    if (!era || !tslab_era_active(a, era)) continue;
+    for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+      for (tslab_run_t *s = bin->parked, *next; s; s = next) {
+        next = s->bin_next;
+        if (atomic_load(&s->notify) == TSLAB_NOTIFY_NONE && tslab_slab_arm(s)) tslab_tcache_ready(bin, s);
+      }
+    }
+  }
 }
 
 /* Owner: a slab that is not current is full; park it armed for notification. */
@@ -987,6 +1007,10 @@ static size_t check_list(tslab_tcache_t* tc, tslab_run_t* s, uint8_t which, uint
   size_t bad = 0;
   for (; s; s = s->bin_next) {
     if (s->list != which) REPORT("run %p is in list %d but says %d", (void*)s->start, which, s->list);
+    /* Only a drain disarms a parked slab, and it arms it again in the same
+     * window: disarmed, remote frees to it would never reach its owner. */
+    if (which == TSLAB_LIST_PARKED && atomic_load(&s->notify) == TSLAB_NOTIFY_NONE)
+      REPORT("parked slab %p is not armed for remote frees", (void*)s->start);
     if (atomic_load(&s->owner) != tc) REPORT("run %p in a cache is owned by another cache", (void*)s->start);
     if (atomic_load(&s->era) != era || s->cls != cls) REPORT("run %p is in the wrong bin", (void*)s->start);
     uint8_t want = cls == TSLAB_CLASSES ? TSLAB_RUN_BLOCK : TSLAB_RUN_SLAB;

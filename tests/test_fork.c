@@ -8,12 +8,14 @@
  * stdio: another thread may have held its lock at fork). */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "test_util.h"
 
 #define HAMMERS 3
@@ -232,7 +234,74 @@ static void test_fork_stale_entry(void) {
   tslab_destroy(stale_b);
 }
 
+/* ---- fork while an owner is part way through a notification drain ---- */
+
+/* A drain disarms every slab it takes off its cache's notification list,
+ * then settles them one by one, arming again those that stay parked. A
+ * child forked while the owner is held between two of them (the fork's wait
+ * for busy windows times out) must arm the rest itself (7.6): a parked slab
+ * left disarmed is never queued by a remote free again, and tslab_check
+ * reports it. */
+enum { DRAIN_CAP = 256, DRAIN_SLABS = 4 };
+static tslab_t* drain_inst;
+static tslab_epoch_t drain_era;
+static void* drain_objs[DRAIN_CAP * DRAIN_SLABS + 1];
+static atomic_int drain_stage; /* 1: filled, 2: allocate again, 3: held at the hook, 4: let go */
+
+static void drain_hook(int point) {
+  int expected = 2;
+  if (point != TSLAB_HOOK_DRAIN_PARTWAY || !atomic_compare_exchange_strong(&drain_stage, &expected, 3)) return;
+  while (atomic_load(&drain_stage) != 4) sched_yield();
+}
+
+static void* drain_owner(void* arg) {
+  (void)arg;
+  for (int i = 0; i < DRAIN_CAP * DRAIN_SLABS; i++)
+    if (!(drain_objs[i] = tslab_alloc(drain_inst, 64, drain_era))) return NULL;
+  atomic_store(&drain_stage, 1);
+  while (atomic_load(&drain_stage) != 2) sched_yield();
+  /* Every slab is full: the refill drains the slabs other threads queued. */
+  drain_objs[DRAIN_CAP * DRAIN_SLABS] = tslab_alloc(drain_inst, 64, drain_era);
+  return NULL;
+}
+
+static void test_fork_drain(void) {
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.block_budget = 0; /* class slabs from the first object */
+  drain_inst = tslab_create(&cfg);
+  REQUIRE(drain_inst != NULL);
+  drain_era = tslab_epoch_current(drain_inst);
+  tslab_hook_set(drain_hook);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, drain_owner, NULL) == 0);
+  while (atomic_load(&drain_stage) != 1) sched_yield();
+  REQUIRE(drain_objs[DRAIN_CAP * DRAIN_SLABS - 1] != NULL);
+  /* One remote free into each parked slab queues it for the owner. */
+  for (int s = 0; s < DRAIN_SLABS - 1; s++) CHECK(tslab_free(drain_inst, drain_objs[s * DRAIN_CAP]));
+  atomic_store(&drain_stage, 2);
+  while (atomic_load(&drain_stage) != 3) sched_yield();
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    char report[256];
+    size_t bad = tslab_check(drain_inst, report, sizeof report);
+    if (bad) (void)!write(2, report, strnlen(report, sizeof report));
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  int done = wait_child(pid, &status);
+  atomic_store(&drain_stage, 4);
+  pthread_join(t, NULL);
+  tslab_hook_set(NULL);
+  CHECK(done && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(drain_objs[DRAIN_CAP * DRAIN_SLABS] != NULL);
+  CHECK_CONSISTENT(drain_inst);
+  tslab_destroy(drain_inst);
+}
+
 int main(void) {
+  test_fork_drain();
   test_fork_stale_entry();
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
