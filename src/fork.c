@@ -10,8 +10,9 @@
  * formatted or released go back to the heap, detached runs get their live
  * counts from their bits, and the runs of a cache whose thread was inside a
  * window (the wait above timed out) get their `used` counts from their bits
- * too, its bump rolled back to its last published top. The child passes
- * tslab_check. */
+ * too, its bump rolled back to its last published top, and a notification
+ * drain it had started finished for the parked slabs it had disarmed. The
+ * child passes tslab_check. */
 #include <sched.h>
 
 #include "internal.h"

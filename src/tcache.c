@@ -570,8 +570,9 @@ static bool drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
 /* fork child, for a cache whose thread was inside a window: a drain it was
  * running had disarmed every slab it took off the notification list and
  * settled only some. A parked slab left disarmed would never be queued by a
- * remote free again; arm it as settle would, and make it ready if remote
- * frees are pending already (7.6). */
+ * remote free again: finish the drain for it (collect, then settle: retired
+ * if empty, ready if an eighth is free or remote frees are pending, else
+ * armed again; 7.6). The `used` counts are the repaired ones. */
 TSLAB_INTERNAL void tslab_tcache_fork_rearm(tslab_t* a, tslab_tcache_t* tc) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     uint64_t era = atomic_load(&tc->slots[slot].era);
@@ -580,7 +581,9 @@ TSLAB_INTERNAL void tslab_tcache_fork_rearm(tslab_t* a, tslab_tcache_t* tc) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       for (tslab_run_t *s = bin->parked, *next; s; s = next) {
         next = s->bin_next;
-        if (atomic_load(&s->notify) == TSLAB_NOTIFY_NONE && tslab_slab_arm(s)) tslab_tcache_ready(bin, s);
+        if (atomic_load(&s->notify) != TSLAB_NOTIFY_NONE) continue;
+        tslab_slab_collect(a, s);
+        tslab_tcache_settle(a, tc, s);
       }
     }
   }
