@@ -43,7 +43,10 @@ int main(int argc, char** argv) {
   pthread_t* t = calloc((size_t)threads, sizeof *t);
   for (long i = 0; i < threads; i++) {
     w[i] = (work_t){malloc(size), iterations, repetitions, size, 0};
-    pthread_create(&t[i], NULL, worker, &w[i]);
+    if (pthread_create(&t[i], NULL, worker, &w[i]) != 0) {
+      fprintf(stderr, "cache-scratch: cannot start a thread\n");
+      return 1;
+    }
   }
   int bad = 0;
   for (long i = 0; i < threads; i++) {

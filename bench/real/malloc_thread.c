@@ -50,7 +50,10 @@ static void* worker(void* arg) {
     }
     stamp(ws[k], sz[k]);
   }
-  for (size_t k = 0; k < WORKING_SET; k++) free(ws[k]);
+  for (size_t k = 0; k < WORKING_SET; k++) {
+    if (ws[k]) bad |= !stamped(ws[k], sz[k]);
+    free(ws[k]);
+  }
   l->bad = bad;
   return NULL;
 }
@@ -61,7 +64,10 @@ int main(int argc, char** argv) {
   pthread_t* t = calloc((size_t)threads, sizeof *t);
   for (long i = 0; i < threads; i++) {
     l[i] = (lane_t){iterations, 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 7), 0};
-    pthread_create(&t[i], NULL, worker, &l[i]);
+    if (pthread_create(&t[i], NULL, worker, &l[i]) != 0) {
+      fprintf(stderr, "malloc-thread: cannot start a thread\n");
+      return 1;
+    }
   }
   int bad = 0;
   for (long i = 0; i < threads; i++) {

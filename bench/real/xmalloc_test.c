@@ -86,8 +86,13 @@ int main(int argc, char** argv) {
   writers_left = writers;
   pthread_t t[64];
   long n = 0;
-  for (long i = 0; i < writers && n < 64; i++) pthread_create(&t[n++], NULL, writer, (void*)(uintptr_t)i);
-  for (long i = 0; i < readers && n < 64; i++) pthread_create(&t[n++], NULL, reader, NULL);
+  /* A thread that cannot start would leave the others waiting on the queue. */
+  for (long i = 0; i < writers + readers && n < 64; i++) {
+    if (pthread_create(&t[n++], NULL, i < writers ? writer : reader, i < writers ? (void*)(uintptr_t)i : NULL) != 0) {
+      fprintf(stderr, "xmalloc-test: cannot start a thread\n");
+      return 1;
+    }
+  }
   for (long i = 0; i < n; i++) pthread_join(t[i], NULL);
   printf("xmalloc-test: %ld writers, %ld readers, %ld batches each: %s\n", writers, readers,
          batches_per_writer, bad ? "WRONG" : "ok");
