@@ -489,12 +489,16 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
 /* The part of [lo, hi) of the used range not faulted in yet, extended to a
  * whole populate step; the caller faults it in without the mutex. The step
  * grows with the range, a quarter of it up to TSLAB_POPULATE_STEP: a small
- * program does not get 256 KiB resident for its first 16 KiB slab, a
- * growing phase soon faults in 256 KiB per call. */
+ * program does not get 64 KiB resident for its first 16 KiB slab, a growing
+ * phase soon faults in 64 KiB per call. Larger batches save few calls (a
+ * 64 MiB phase burst makes 1,024) but the allocation that takes one waits
+ * for all of it: 256 KiB batches put a server whose live memory grows by a
+ * block a request at twice the p99 latency (docs/ARCHITECTURE.md section 1,
+ * the server workload's 'leak' pattern). */
 static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   tslab_heap_t* h = &a->heap;
   if (hi <= h->populated) return 0;
-  if (hi - lo > TSLAB_POPULATE_STEP) {
+  if (hi - lo > TSLAB_POPULATE_RUN_MAX) {
     /* A large span is faulted in by the program as it touches it (it may
      * never touch most of it; calloc relies on its pages reading zero). */
     h->populated = hi;

@@ -43,7 +43,10 @@
 #define TSLAB_GRANULE_SHIFT 14
 #define TSLAB_GRANULE ((size_t)1 << TSLAB_GRANULE_SHIFT) /* 16 KiB */
 #define TSLAB_COMMIT_STEP ((size_t)4 << 20)
-#define TSLAB_POPULATE_STEP ((size_t)256 << 10)
+/* Fault-ahead batches (src/heap.c, populate_claim): the largest batch, and
+ * the largest run faulted in ahead at all. */
+#define TSLAB_POPULATE_STEP ((size_t)64 << 10)
+#define TSLAB_POPULATE_RUN_MAX ((size_t)256 << 10)
 #define TSLAB_RESERVE_ALIGN ((size_t)2 << 20)
 #define TSLAB_SMALL_MAX 32768u
 #define TSLAB_CLASSES 80u            /* 8..64 step 8, then 8 per power of two to 32 KiB */
