@@ -10,9 +10,9 @@
  * formatted or released go back to the heap, detached runs get their live
  * counts from their bits, and the runs of a cache whose thread was inside a
  * window (the wait above timed out) get their `used` counts from their bits
- * too, its bump rolled back to its last published top, and a notification
- * drain it had started finished for the parked slabs it had disarmed. The
- * child passes tslab_check. */
+ * too, its bump rolled back to its last published top; then the cache is
+ * flushed as the thread's exit would have (which finishes a notification
+ * drain it had started). The child passes tslab_check. */
 #include <sched.h>
 
 #include "internal.h"
@@ -66,7 +66,7 @@ static void repair(tslab_t* a) {
   tslab_epoch_fork_repair(a);
   tslab_runs_fork_repair(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
-    if (tc->forked_busy) tslab_tcache_fork_rearm(a, tc);
+    if (tc->forked_busy) tslab_tcache_fork_flush(a, tc);
   /* A cache whose thread is gone gives its hot reserve back (section 5). */
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
     if (!atomic_load(&tc->tid)) tslab_block_release_reserve(a, tc, false);

@@ -826,7 +826,7 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
-TSLAB_INTERNAL void tslab_tcache_fork_rearm(tslab_t* a, tslab_tcache_t* tc);
+TSLAB_INTERNAL void tslab_tcache_fork_flush(tslab_t* a, tslab_tcache_t* tc);
 
 /* A thread's (instance, cache) pair. `id` is the instance's unique id, or 0
  * when the entry is empty: instance ids are never reused, so comparing it

@@ -567,28 +567,6 @@ static bool drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
   return true;
 }
 
-/* fork child, for a cache whose thread was inside a window: a drain it was
- * running had disarmed every slab it took off the notification list and
- * settled only some. A parked slab left disarmed would never be queued by a
- * remote free again: finish the drain for it (collect, then settle: retired
- * if empty, ready if an eighth is free or remote frees are pending, else
- * armed again; 7.6). The `used` counts are the repaired ones. */
-TSLAB_INTERNAL void tslab_tcache_fork_rearm(tslab_t* a, tslab_tcache_t* tc) {
-  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-    uint64_t era = atomic_load(&tc->slots[slot].era);
-    if (!era || !tslab_era_active(a, era)) continue;
-    for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
-      for (tslab_run_t *s = bin->parked, *next; s; s = next) {
-        next = s->bin_next;
-        if (atomic_load(&s->notify) != TSLAB_NOTIFY_NONE) continue;
-        tslab_slab_collect(a, s);
-        tslab_tcache_settle(a, tc, s);
-      }
-    }
-  }
-}
-
 /* Owner: a slab that is not current is full; park it armed for notification. */
 static void park(tslab_bin_t* bin, tslab_run_t* s) {
   if (tslab_slab_arm(s))
@@ -931,6 +909,13 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
   }
   tslab_block_release_reserve(a, tc, false);
 }
+
+/* fork child, for a cache whose thread vanished inside a window, after the
+ * `used` repair: what the thread's exit would have done. A notification
+ * drain it had started disarmed every slab it took off the list and settled
+ * only some; the flush settles every listed slab, which arms the parked ones
+ * again (7.6). */
+TSLAB_INTERNAL void tslab_tcache_fork_flush(tslab_t* a, tslab_tcache_t* tc) { tcache_flush(a, tc); }
 
 TSLAB_API void tslab_thread_flush(tslab_t* a) {
   tslab_tcache_t* tc = a ? tslab_tcache_get(a) : NULL;

@@ -248,16 +248,7 @@ enum { DRAIN_CAP = 256, DRAIN_SLABS = 4, DRAIN_DEADLINE_S = 60 };
 
 /* ThreadSanitizer cannot start threads in the child of a multi-threaded
  * fork: under it the child checks the structure only. */
-#if defined(__SANITIZE_THREAD__)
-#define DRAIN_CHILD_THREADS 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DRAIN_CHILD_THREADS 0
-#endif
-#endif
-#ifndef DRAIN_CHILD_THREADS
-#define DRAIN_CHILD_THREADS 1
-#endif
+#define DRAIN_CHILD_THREADS (!TU_TSAN)
 static tslab_t* drain_inst;
 static tslab_epoch_t drain_era;
 static void* drain_objs[DRAIN_CAP * DRAIN_SLABS + 1];

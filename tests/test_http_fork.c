@@ -32,16 +32,7 @@ const char* __tsan_default_options(void) { return "die_after_fork=0"; }
  * skip their own endpoint, which allocates and starts a thread; the
  * children of a quiet parent still start one, and the plain build runs all
  * of it. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CHILD_MAY_ALLOCATE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CHILD_MAY_ALLOCATE 0
-#endif
-#endif
-#ifndef CHILD_MAY_ALLOCATE
-#define CHILD_MAY_ALLOCATE 1
-#endif
+#define CHILD_MAY_ALLOCATE (!TU_ASAN && !TU_TSAN)
 
 static const char scrape_request[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
 

@@ -9,6 +9,29 @@
 
 #include "tslab.h"
 
+/* Sanitizer builds: 1 when the program is built with that sanitizer (some of
+ * them cannot start threads, or allocate, in the child of a busy fork). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_ASAN 1
+#endif
+#endif
+#ifndef TU_ASAN
+#define TU_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
+
 static int tu_failures;
 
 #define CHECK(cond)                                                                   \
