@@ -252,13 +252,26 @@ static void decay_untag(tslab_heap_t* h, tslab_run_t* r) {
   r->decay_slot = 0;
 }
 
-/* Link r into the dirty pool; `decay_slot` tags it with the ring slot (+ 1)
- * of the active era whose retire kept it beyond pool_resident_max (0:
- * within the bound), `pooled_ns` is its entry time (coarse clock). A run
- * entering at time 0 (one the OS refused to release, one a vanished thread
- * left half-made) counts as aged out: it is linked as the oldest, so the
- * pool's next eviction takes it first. */
-static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t pooled_ns) {
+/* Put r in the pool's age order just before `next` (NULL: as the newest). */
+static void lru_insert_before(tslab_heap_t* h, tslab_run_t* r, tslab_run_t* next) {
+  r->lru_next = next;
+  r->lru_prev = next ? next->lru_prev : h->lru_tail;
+  if (r->lru_prev)
+    r->lru_prev->lru_next = r;
+  else
+    h->lru_head = r;
+  if (next)
+    next->lru_prev = r;
+  else
+    h->lru_tail = r;
+}
+
+/* Link r into the dirty pool, in the age order just before `next`;
+ * `decay_slot` tags it with the ring slot (+ 1) of the active era whose
+ * retire kept it beyond pool_resident_max (0: within the bound),
+ * `pooled_ns` is its entry time (coarse clock). */
+static void dirty_link_before(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t pooled_ns,
+                              tslab_run_t* next) {
   tslab_heap_t* h = &a->heap;
   r->pooled_ns = pooled_ns;
   r->decay_slot = decay_slot;
@@ -270,27 +283,19 @@ static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t
   r->heap_next = h->dirty[b];
   if (r->heap_next) r->heap_next->heap_prev = r;
   h->dirty[b] = r;
-  if (pooled_ns == 0) {
-    r->lru_prev = NULL;
-    r->lru_next = h->lru_head;
-    if (h->lru_head)
-      h->lru_head->lru_prev = r;
-    else
-      h->lru_tail = r;
-    h->lru_head = r;
-  } else {
-    r->lru_next = NULL;
-    r->lru_prev = h->lru_tail;
-    if (h->lru_tail)
-      h->lru_tail->lru_next = r;
-    else
-      h->lru_head = r;
-    h->lru_tail = r;
-  }
+  lru_insert_before(h, r, next);
   h->dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   atomic_fetch_add_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
   atomic_store_explicit(&r->kind, TSLAB_RUN_FREE_DIRTY, memory_order_release);
   map_ends(a, r);
+}
+
+/* Link r into the dirty pool as its newest run. A run entering at time 0
+ * (one the OS refused to release, one a vanished thread left half-made)
+ * counts as aged out: it is linked as the oldest, so the pool's next
+ * eviction takes it first. */
+static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t pooled_ns) {
+  dirty_link_before(a, r, decay_slot, pooled_ns, pooled_ns == 0 ? a->heap.lru_head : NULL);
 }
 
 static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
@@ -411,6 +416,38 @@ static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t n
 
 /* ---- allocation ---- */
 
+/* The dirty run to reuse for n granules: one of exactly n (the most recently
+ * pooled), else one of the next larger length present. Reusing resident
+ * memory first keeps a program's footprint where it was: a program whose
+ * frees leave longer runs than it asks for next (a C++ program's vectors and
+ * hash tables between two rounds) faulted in released memory while the pool
+ * held megabytes, and then released them. */
+static tslab_run_t* dirty_fit(const tslab_heap_t* h, size_t n) {
+  for (uint32_t b = bin_of(n); b < TSLAB_HEAP_BINS; b++)
+    if (h->dirty[b]) return h->dirty[b];
+  return NULL;
+}
+
+/* Take dirty run r out of the pool for n of its granules. A longer run
+ * leaves its rest in the pool, in r's place in the age order and with its
+ * decay tag. The rest is linked before r is unlinked, so the tag's
+ * `decay_bytes` never drops to 0 while a run with the tag is in the pool (a
+ * closer that reads 0 there skips the slot: section 5). NULL when no
+ * descriptor is left for the rest (r stays in the pool). */
+static tslab_run_t* dirty_take(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, size_t n) {
+  if (r->granules > n) {
+    tslab_run_t* rest = desc_new(a, self);
+    if (!rest) return NULL;
+    TSLAB_RSTORE(rest->start, r->start + (n << TSLAB_GRANULE_SHIFT));
+    TSLAB_RSTORE(rest->granules, r->granules - (uint32_t)n);
+    dirty_link_before(a, rest, r->decay_slot, r->pooled_ns, r);
+  }
+  dirty_unlink(a, r);
+  if (r->granules > n) set_extent(r, r->start, n);
+  return r;
+}
+
+
 static tslab_run_t* split_front(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, size_t n) {
   /* r keeps the front n granules; the rest becomes a clean run of its own. */
   if (r->granules == n) return r;
@@ -488,9 +525,11 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
 
 /* The part of [lo, hi) of the used range not faulted in yet, extended to a
  * whole populate step; the caller faults it in without the mutex. The step
- * grows with the range, a quarter of it up to TSLAB_POPULATE_STEP: a small
- * program does not get 64 KiB resident for its first 16 KiB slab, a growing
- * phase soon faults in 64 KiB per call. Larger batches save few calls (a
+ * grows with the range, a quarter of it up to TSLAB_POPULATE_STEP: a growing
+ * phase soon faults in 64 KiB per call. The range's first
+ * TSLAB_POPULATE_RUN_MAX bytes are left to fault as they are touched: a
+ * small program's first slabs would be resident whole (a 4 KiB stdio buffer
+ * in a 128 KiB slab). Larger batches save few calls (a
  * 64 MiB phase burst makes 1,024) but the allocation that takes one waits
  * for all of it: 256 KiB batches put a server whose live memory grows by a
  * block a request at twice the p99 latency (docs/ARCHITECTURE.md section 1,
@@ -498,7 +537,7 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
 static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   tslab_heap_t* h = &a->heap;
   if (hi <= h->populated) return 0;
-  if (hi - lo > TSLAB_POPULATE_RUN_MAX) {
+  if (hi - lo > TSLAB_POPULATE_RUN_MAX || hi <= TSLAB_POPULATE_RUN_MAX) {
     /* A large span is faulted in by the program as it touches it (it may
      * never touch most of it; calloc relies on its pages reading zero). */
     h->populated = hi;
@@ -535,12 +574,12 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
   /* Dirty bins up to TSLAB_HEAP_EXACT hold runs of exactly one length. */
   uint32_t tag = 0;
   uint64_t pooled = 0;
-  if (align == 1 && n <= TSLAB_HEAP_EXACT && h->dirty[n - 1]) {
-    r = h->dirty[n - 1];
-    tag = r->decay_slot;
-    pooled = r->pooled_ns;
-    dirty_unlink(a, r);
-    was_dirty = true;
+  tslab_run_t* fit = align == 1 && n <= TSLAB_HEAP_EXACT ? dirty_fit(h, n) : NULL;
+  if (fit) {
+    tag = fit->decay_slot;
+    pooled = fit->pooled_ns;
+    r = dirty_take(a, self, fit, n);
+    was_dirty = r != NULL;
   }
   if (!r) r = take_clean(a, self, n, align);
   /* Recycled: memory that served before, resident or released since

@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -471,6 +473,78 @@ static void test_large_span_lazy(void) {
   tslab_destroy(a);
 }
 
+/* ---- a small program's first runs are not faulted in ahead ---- */
+
+/* The heap faults new runs in ahead in batches, but not the first 256 KiB
+ * of its range: a program that allocates one object of a class with a
+ * 64 KiB slab gets the pages it touches resident, not the whole slab. Where
+ * transparent huge pages are on for every mapping, the kernel may back the
+ * range with a huge page on the first touch, and the check does not apply. */
+static void test_small_heap_lazy(void) {
+  FILE* f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  char mode[128] = "";
+  if (f) {
+    if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+    fclose(f);
+  }
+  if (strstr(mode, "[always]")) return;
+  tslab_t* a = tslab_create(NULL);
+  REQUIRE(a != NULL);
+  enum { SIZE = 6000, SLAB = 4 * 16384 }; /* the 6 KiB class: 10 objects in 4 granules */
+  void* p = tslab_alloc(a, SIZE, tslab_epoch_current(a));
+  REQUIRE(p != NULL);
+  CHECK(((uintptr_t)p & (16384 - 1)) == 0);
+  memset(p, 1, SIZE);
+  CHECK(resident_pages(&p, 1, SLAB) * page <= SIZE + page);
+  CHECK(tslab_free(a, p));
+  tslab_destroy(a);
+}
+
+/* ---- the pool's memory is reused before released memory, by any length ---- */
+
+/* A run the pool holds serves a shorter request: its front is reused (no
+ * page fault, no growth) and its rest stays pooled with its decay tag.
+ * Slabs of the 2 KiB class take 4 granules (32 objects), a 48 KiB span 3,
+ * a slab of the 128 B class 1. */
+static void test_pool_reuse_by_length(void) {
+  enum { SLAB_OBJECTS = 32, OBJ = 2048, SLAB = 4 * 16384, SPAN = 3 * 16384 };
+  /* No untagged reserve: what an active era's retire keeps is decay's. */
+  tslab_t* a = make_decay(0, (size_t)8 << 20, 3600 * 1000);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  void* objs[SLAB_OBJECTS + 1];
+  fill(a, e, objs, SLAB_OBJECTS + 1, OBJ); /* a full slab, the next one current */
+  uint8_t* slab = objs[0];
+  CHECK(((uintptr_t)slab & (16384 - 1)) == 0);
+  empty_all(a, objs, SLAB_OBJECTS); /* the full one empties and retires */
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+  CHECK_EQ_U(g0.decay_bytes, SLAB);
+  void* span = tslab_alloc(a, SPAN, e);
+  REQUIRE(span != NULL);
+  CHECK(span == (void*)slab); /* the pooled slab's front, not new memory */
+  memset(span, 5, SPAN);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, SLAB - SPAN); /* the rest, still tagged */
+  CHECK_EQ_U(g1.committed_bytes, g0.committed_bytes);
+  CHECK_EQ_U(g1.release_calls_total, g0.release_calls_total);
+  CHECK_CONSISTENT(a);
+  /* The rest serves the next run of its length: a slab of 128 B objects. */
+  void* small = tslab_alloc(a, 128, e);
+  REQUIRE(small != NULL);
+  CHECK(small == (void*)(slab + SPAN));
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK(tslab_free(a, small));
+  CHECK(tslab_free(a, span));
+  CHECK(tslab_free(a, objs[SLAB_OBJECTS]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK_EQ_U(g1.reserve_bytes, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* ---- the hot reserve: bounded after any sequence, emptied on demand ---- */
 
 enum { RESERVE_THREADS = 4, RESERVE_EPOCHS = 300 };
@@ -555,6 +629,8 @@ int main(void) {
   test_decay();
   test_decay_close_race();
   test_large_span_lazy();
+  test_pool_reuse_by_length();
+  test_small_heap_lazy();
   test_reserve_bound();
   TEST_DONE();
 }

@@ -8,15 +8,18 @@
  * the heap mutex is a lock bit.
  *
  * Processes: two retirers (an owner retiring its emptied slabs, one retire
- * call each round), a taker that reuses a tagged run (untags it, as a heap
- * allocation does), and the closer. At the end, no run tagged for the era
- * may remain (D1).
+ * call each round), two takers that reuse a tagged run as a heap allocation
+ * does (the first takes a whole run and untags it; the second takes the
+ * front of a longer one and leaves the rest in the pool with the run's tag,
+ * linking the rest before it unlinks the run), and the closer. At the end,
+ * no run tagged for the era may remain (D1).
  *
  * Mutants, each expected to fail:
  *   -DREAD_BEFORE_ANNOUNCE  the retire reads the state before decay_pending
  *   -DPENDING_BEFORE_CAS    the closer reads decay_pending before its CAS
  *   -DNO_PENDING            the closer looks at decay_bytes only
  *   -DNO_MUTEX_WAIT         the closer trims without taking the heap mutex
+ *   -DSPLIT_UNLINK_FIRST    a split unlinks the run before it links the rest
  */
 
 #define ACTIVE  1
@@ -61,11 +64,21 @@ proctype retirer() {
   atomic { done++ }
 }
 
-/* A heap allocation that takes a tagged run for reuse: it leaves the pool. */
-proctype taker() {
+/* A heap allocation that takes a tagged run for reuse: the whole run leaves
+ * the pool, or (split) its rest stays, tagged. Each step is one update of
+ * decay_bytes, which the closer reads without the mutex. */
+proctype taker(bool split) {
   lock();
   if
-  :: tagged > 0 -> tagged--
+  :: tagged > 0 && !split -> tagged--
+  :: tagged > 0 && split ->
+#ifdef SPLIT_UNLINK_FIRST
+     tagged--;
+     tagged++
+#else
+     tagged++;   /* the rest linked, with the run's tag */
+     tagged--    /* the run unlinked */
+#endif
   :: else -> skip
   fi;
   unlock();
@@ -105,10 +118,11 @@ init {
   atomic {
     run retirer();
     run retirer();
-    run taker();
+    run taker(0);
+    run taker(1);
     run closer()
   }
   /* Everyone finished: no run of the closed era may still be tagged. */
-  (done == 3 && closed);
+  (done == 4 && closed);
   assert(tagged == 0)
 }

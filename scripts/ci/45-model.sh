@@ -105,3 +105,4 @@ run "bug: retire reads the era state before announcing itself" fail "-DREAD_BEFO
 run "bug: closer reads decay_pending before its CAS" fail "-DPENDING_BEFORE_CAS" "-DSAFETY" ""
 run "bug: closer looks at decay_bytes only" fail "-DNO_PENDING" "-DSAFETY" ""
 run "bug: closer trims without the heap mutex" fail "-DNO_MUTEX_WAIT" "-DSAFETY" ""
+run "bug: a split unlinks the run before linking its rest" fail "-DSPLIT_UNLINK_FIRST" "-DSAFETY" ""
