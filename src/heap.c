@@ -270,8 +270,8 @@ static void lru_insert_before(tslab_heap_t* h, tslab_run_t* r, tslab_run_t* next
  * `decay_slot` tags it with the ring slot (+ 1) of the active era whose
  * retire kept it beyond pool_resident_max (0: within the bound),
  * `pooled_ns` is its entry time (coarse clock). */
-static void dirty_link_before(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t pooled_ns,
-                              tslab_run_t* next) {
+static inline void dirty_link_before(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t pooled_ns,
+                                     tslab_run_t* next) {
   tslab_heap_t* h = &a->heap;
   r->pooled_ns = pooled_ns;
   r->decay_slot = decay_slot;
@@ -283,6 +283,7 @@ static void dirty_link_before(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, u
   r->heap_next = h->dirty[b];
   if (r->heap_next) r->heap_next->heap_prev = r;
   h->dirty[b] = r;
+  h->dirty_mask[b >> 6] |= 1ull << (b & 63);
   lru_insert_before(h, r, next);
   h->dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
   atomic_fetch_add_explicit(&a->reserve_bytes, (size_t)r->granules << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
@@ -300,11 +301,13 @@ static void dirty_link(tslab_t* a, tslab_run_t* r, uint32_t decay_slot, uint64_t
 
 static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
   tslab_heap_t* h = &a->heap;
+  uint32_t b = bin_of(r->granules);
   if (r->heap_prev)
     r->heap_prev->heap_next = r->heap_next;
   else
-    h->dirty[bin_of(r->granules)] = r->heap_next;
+    h->dirty[b] = r->heap_next;
   if (r->heap_next) r->heap_next->heap_prev = r->heap_prev;
+  if (!h->dirty[b]) h->dirty_mask[b >> 6] &= ~(1ull << (b & 63));
   if (r->lru_prev)
     r->lru_prev->lru_next = r->lru_next;
   else
@@ -423,8 +426,10 @@ static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t n
  * hash tables between two rounds) faulted in released memory while the pool
  * held megabytes, and then released them. */
 static tslab_run_t* dirty_fit(const tslab_heap_t* h, size_t n) {
-  for (uint32_t b = bin_of(n); b < TSLAB_HEAP_BINS; b++)
-    if (h->dirty[b]) return h->dirty[b];
+  for (uint32_t b = bin_of(n); b < TSLAB_HEAP_BINS; b = (b | 63) + 1) {
+    uint64_t m = h->dirty_mask[b >> 6] >> (b & 63);
+    if (m) return h->dirty[b + (uint32_t)__builtin_ctzll(m)];
+  }
   return NULL;
 }
 
@@ -909,6 +914,8 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
              (unsigned long long)atomic_load(&h->decay_bytes[slot]), (unsigned long long)tagged);
   }
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++) {
+    if ((h->dirty[b] != NULL) != ((h->dirty_mask[b >> 6] >> (b & 63)) & 1))
+      REPORT("dirty bin %u mask disagrees with its list", b);
     bool nonempty = h->clean[b] != NULL;
     bool marked = (h->clean_mask[b >> 6] >> (b & 63)) & 1;
     if (nonempty != marked) REPORT("clean bin %u mask disagrees with its list", b);

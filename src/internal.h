@@ -421,12 +421,14 @@ typedef struct tslab_label_entry {
 
 #define TSLAB_HEAP_EXACT 64u          /* exact-size bins for 1..64 granules */
 #define TSLAB_HEAP_BINS (TSLAB_HEAP_EXACT + 40u)
+_Static_assert(TSLAB_HEAP_BINS <= 128, "the heap's bin masks are two words");
 
 typedef struct tslab_heap {
   pthread_mutex_t mu;
   tslab_run_t* clean[TSLAB_HEAP_BINS];
   uint64_t clean_mask[2];
   tslab_run_t* dirty[TSLAB_HEAP_BINS]; /* by bin_of(length), newest first */
+  uint64_t dirty_mask[2];               /* bins whose dirty list is not empty */
   tslab_run_t* lru_head;              /* dirty runs, oldest first */
   tslab_run_t* lru_tail;
   size_t dirty_bytes;
