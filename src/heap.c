@@ -552,7 +552,8 @@ static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   while (step < TSLAB_POPULATE_STEP && step * 4 < hi) step *= 2;
   size_t to = (hi + step - 1) & ~(step - 1);
   if (to > h->committed) to = h->committed;
-  *from = h->populated;
+  /* A run that crosses the lazy prefix is faulted in from its end only. */
+  *from = h->populated > TSLAB_POPULATE_RUN_MAX ? h->populated : TSLAB_POPULATE_RUN_MAX;
   h->populated = to;
   return to - *from;
 }
@@ -577,12 +578,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
   tslab_run_t* r = NULL;
   bool was_dirty = false;
   /* Dirty bins up to TSLAB_HEAP_EXACT hold runs of exactly one length. */
-  uint32_t tag = 0;
-  uint64_t pooled = 0;
   tslab_run_t* fit = align == 1 && n <= TSLAB_HEAP_EXACT ? dirty_fit(h, n) : NULL;
   if (fit) {
-    tag = fit->decay_slot;
-    pooled = fit->pooled_ns;
     r = dirty_take(a, self, fit, n);
     was_dirty = r != NULL;
   }
@@ -618,9 +615,14 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     if (r->retired && !tslab_grace_passed(a, self, r->retired)) {
       tslab_run_t* d = tslab_heap_fresh_desc(a, self, r);
       if (!d) {
-        /* No descriptor: the run goes back where it came from. */
+        /* No descriptor: a clean run goes back where it came from, a dirty
+         * one to the OS. Back in the pool with its decay tag it could
+         * outlive its era's close: the closer may have read the slot's
+         * `decay_bytes` 0 since the run left the pool (D1). */
         if (was_dirty) {
-          dirty_link(a, r, tag, pooled);
+          tslab_run_t* chain = NULL;
+          mark_releasing(a, r, &chain);
+          release_chain(a, chain);
         } else {
           atomic_fetch_sub_explicit(&a->resident_bytes, (size_t)n << TSLAB_GRANULE_SHIFT, memory_order_relaxed);
           clean_insert(a, r);
@@ -899,12 +901,22 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
   tslab_heap_t* h = &a->heap;
   size_t bad = 0;
   pthread_mutex_lock(&h->mu);
-  size_t dirty_bytes = 0;
+  size_t dirty_bytes = 0, aged = 0, binned = 0;
   for (tslab_run_t* r = h->lru_head; r; r = r->lru_next) {
     if (atomic_load(&r->kind) != TSLAB_RUN_FREE_DIRTY) REPORT("dirty list holds a run of kind %d", (int)atomic_load(&r->kind));
+    if (r->lru_prev ? r->lru_prev->lru_next != r : h->lru_head != r) REPORT("dirty age order is broken");
+    if (!r->lru_next && h->lru_tail != r) REPORT("dirty age order ends elsewhere than its tail");
     dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+    aged++;
   }
   if (dirty_bytes != h->dirty_bytes) REPORT("dirty pool counts %zu bytes, lists hold %zu", h->dirty_bytes, dirty_bytes);
+  for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++)
+    for (tslab_run_t* r = h->dirty[b]; r; r = r->heap_next) {
+      if (atomic_load(&r->kind) != TSLAB_RUN_FREE_DIRTY) REPORT("dirty bin holds a run of kind %d", (int)atomic_load(&r->kind));
+      if (bin_of(r->granules) != b) REPORT("dirty run of %u granules in bin %u", r->granules, b);
+      binned++;
+    }
+  if (binned != aged) REPORT("dirty bins hold %zu runs, the age order %zu", binned, aged);
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     uint64_t tagged = 0;
     for (tslab_run_t* r = h->lru_head; r; r = r->lru_next)

@@ -477,7 +477,8 @@ static void test_large_span_lazy(void) {
 
 /* The heap faults new runs in ahead in batches, but not the first 256 KiB
  * of its range: a program that allocates one object of a class with a
- * 64 KiB slab gets the pages it touches resident, not the whole slab. Where
+ * 64 KiB slab gets the pages it touches resident, not the whole slab; a
+ * run that crosses the mark is faulted in from the mark on. Where
  * transparent huge pages are on for every mapping, the kernel may back the
  * range with a huge page on the first touch, and the check does not apply. */
 static void test_small_heap_lazy(void) {
@@ -496,6 +497,16 @@ static void test_small_heap_lazy(void) {
   CHECK(((uintptr_t)p & (16384 - 1)) == 0);
   memset(p, 1, SIZE);
   CHECK(resident_pages(&p, 1, SLAB) * page <= SIZE + page);
+  /* A slab that crosses the 256 KiB mark (the 30 KiB class: 16 granules)
+   * is faulted in ahead from the mark on only: what is below it is what
+   * the program touched. */
+  enum { BIG = 30000, BIG_SLAB = 16 * 16384 };
+  void* q = tslab_alloc(a, BIG, tslab_epoch_current(a));
+  REQUIRE(q != NULL);
+  CHECK(((uintptr_t)q & (16384 - 1)) == 0);
+  memset(q, 2, BIG);
+  CHECK(resident_pages(&q, 1, BIG_SLAB) * page <= BIG + page + ((size_t)64 << 10));
+  CHECK(tslab_free(a, q));
   CHECK(tslab_free(a, p));
   tslab_destroy(a);
 }
@@ -541,6 +552,30 @@ static void test_pool_reuse_by_length(void) {
   tslab_stats_global(a, &g1);
   CHECK_EQ_U(g1.decay_bytes, 0);
   CHECK_EQ_U(g1.reserve_bytes, 0);
+  CHECK_CONSISTENT(a);
+
+  /* A rest still pooled when its era closes goes with the era's other
+   * decay: the close releases it (contract line 3). */
+  e = tslab_epoch_advance(a);
+  fill(a, e, objs, SLAB_OBJECTS + 1, OBJ);
+  slab = objs[0];
+  empty_all(a, objs, SLAB_OBJECTS);
+  span = tslab_alloc(a, SPAN, e);
+  REQUIRE(span != NULL);
+  CHECK(span == (void*)slab);
+  uint8_t* rest = slab + SPAN;
+  memset(rest, 9, 16384); /* resident, whatever the kernel did with it before */
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, SLAB - SPAN);
+  CHECK_CONSISTENT(a);
+  CHECK(tslab_free(a, span));
+  CHECK(tslab_free(a, objs[SLAB_OBJECTS]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK_EQ_U(g1.reserve_bytes, 0);
+  void* rest_page = rest;
+  CHECK_EQ_U(resident_pages(&rest_page, 1, 16384), 0);
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }

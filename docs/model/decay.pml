@@ -9,10 +9,11 @@
  *
  * Processes: two retirers (an owner retiring its emptied slabs, one retire
  * call each round), two takers that reuse a tagged run as a heap allocation
- * does (the first takes a whole run and untags it; the second takes the
- * front of a longer one and leaves the rest in the pool with the run's tag,
- * linking the rest before it unlinks the run), and the closer. At the end,
- * no run tagged for the era may remain (D1).
+ * does (the first takes a whole run and untags it, or releases it when it
+ * finds no descriptor for it; the second takes the front of a longer one
+ * and leaves the rest in the pool with the run's tag, linking the rest
+ * before it unlinks the run), and the closer. At the end, no run tagged for
+ * the era may remain (D1).
  *
  * Mutants, each expected to fail:
  *   -DREAD_BEFORE_ANNOUNCE  the retire reads the state before decay_pending
@@ -20,6 +21,8 @@
  *   -DNO_PENDING            the closer looks at decay_bytes only
  *   -DNO_MUTEX_WAIT         the closer trims without taking the heap mutex
  *   -DSPLIT_UNLINK_FIRST    a split unlinks the run before it links the rest
+ *   -DRELINK_TAGGED         a taker that finds no descriptor for the run
+ *                           puts it back tagged (instead of releasing it)
  */
 
 #define ACTIVE  1
@@ -70,7 +73,13 @@ proctype retirer() {
 proctype taker(bool split) {
   lock();
   if
-  :: tagged > 0 && !split -> tagged--
+  :: tagged > 0 && !split ->
+     tagged--;
+#ifdef RELINK_TAGGED
+     tagged++    /* no descriptor: back in the pool, still tagged */
+#else
+     skip        /* used, or (no descriptor) released */
+#endif
   :: tagged > 0 && split ->
 #ifdef SPLIT_UNLINK_FIRST
      tagged--;
