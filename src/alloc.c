@@ -519,13 +519,13 @@ static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
   tslab_run_view_t v;
   if (tslab_run_view(a, (void*)start, &v) && (uintptr_t)v.start == start) {
     if (v.kind == TSLAB_RUN_LARGE) {
-      if (idx == 0 && v.r->gen == gen &&
+      if (idx == 0 && TSLAB_RLOAD(v.r->gen) == gen &&
           atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
         p = v.start;
     } else if (idx < v.capacity && tslab_bits_live(v.bits, idx)) {
       bool match;
       if (v.kind == TSLAB_RUN_BLOCK) {
-        match = v.r->gen == gen;
+        match = TSLAB_RLOAD(v.r->gen) == gen;
       } else {
         _Atomic uint16_t* gens = atomic_load_explicit(&v.r->gens, memory_order_acquire);
         match = gens && atomic_load_explicit(&gens[idx], memory_order_relaxed) == gen;

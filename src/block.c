@@ -35,7 +35,7 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
     }
   }
   atomic_store_explicit(&starts[0], 1, memory_order_relaxed);
-  b->gen = atomic_load_explicit(&a->gen_base[tslab_run_index(a, b)], memory_order_relaxed);
+  TSLAB_RSTORE(b->gen, atomic_load_explicit(&a->gen_base[tslab_run_index(a, b)], memory_order_relaxed));
   TSLAB_RSTORE(b->bumped, 0);
   TSLAB_RSTORE(b->hint, 0);
   b->list = TSLAB_LIST_CUR;

@@ -30,15 +30,19 @@ static void* meta_alloc(tslab_t* a, size_t bytes) {
   return p;
 }
 
-/* Free lists of metadata blocks thread through their first word. */
+/* Free lists of metadata blocks thread through their first word. A reader
+ * that reached a block through a stale view (a descriptor's `start`, a
+ * bitmap's first word) may read that word at any time and rejects what it
+ * read by `seq` (section 4): the link is written and read as a relaxed
+ * atomic, as the fields it overlays are. */
 static void* pop_block(void** list) {
   void* p = *list;
-  if (p) *list = *(void**)p;
+  if (p) *list = __atomic_load_n((void**)p, __ATOMIC_RELAXED);
   return p;
 }
 
 static void push_block(void** list, void* p) {
-  *(void**)p = *list;
+  __atomic_store_n((void**)p, *list, __ATOMIC_RELAXED);
   *list = p;
 }
 

@@ -172,7 +172,7 @@ struct tslab_run {
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
   uint8_t zeroed;             /* formatter: the heap gave memory that was released or never used */
   uint16_t words;
-  uint16_t gen;               /* blocks and spans: handle generation */
+  uint16_t gen;               /* blocks and spans: handle generation (relaxed: read through views) */
   uint16_t bits_cap;          /* word pairs of the attached bitmap block */
   uint32_t gens_cap;          /* slots of the attached generation array */
   _Atomic uint32_t mode;

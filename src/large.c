@@ -11,8 +11,8 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   size_t align_granules = align > TSLAB_GRANULE ? align >> TSLAB_GRANULE_SHIFT : 1;
   tslab_run_t* r = tslab_heap_alloc(a, tc, granules, align_granules);
   if (!r) return NULL;
-  r->gen = atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed);
-  r->capacity = 1;
+  TSLAB_RSTORE(r->gen, atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed));
+  TSLAB_RSTORE(r->capacity, 1u);
   atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&r->era, era, memory_order_relaxed);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);
