@@ -1,10 +1,13 @@
 /* Contract lines 5 and 6 under concurrency: objects freed by other threads,
- * epochs never closed with bounded memory, and a stress run mixing local and
- * cross-thread frees with concurrent advance and close. Every object carries
- * a pattern that must survive until its free. */
+ * epochs never closed with bounded memory, a stress run mixing local and
+ * cross-thread frees with concurrent advance and close, and the page heap
+ * splitting and renewing runs under epochs that close while handles and
+ * statistics are read. Every object carries a pattern that must survive
+ * until its free. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -285,11 +288,127 @@ static void test_stress(long ops_per_thread) {
   tslab_destroy(a);
 }
 
+/* ---- the page heap under reuse: runs split, descriptors renewed ---- */
+
+/* Threads cycle epochs through slabs and spans of many lengths, so the heap
+ * keeps taking the fronts of longer pooled runs (with decay tags: no
+ * untagged reserve) while other threads close epochs, look up stale handles
+ * and read the statistics. Objects keep their bytes, calloc's read zero,
+ * stale handles never resolve, and the heap is consistent at every
+ * barrier. */
+enum { REUSE_THREADS = 4, REUSE_OBJECTS = 48, REUSE_STALE = 1024 };
+static const size_t reuse_sizes[] = {128, 700, 2048, 6000, 12000, 30000, 40000, 70000, 100000};
+
+typedef struct reuser {
+  tslab_t* a;
+  int id, rounds;
+  pthread_barrier_t* barrier;
+  _Atomic int* failures;
+} reuser_t;
+
+static void* reuse_worker(void* arg) {
+  reuser_t* w = arg;
+  uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(w->id + 1);
+  void* p[REUSE_OBJECTS];
+  size_t size[REUSE_OBJECTS];
+  tslab_handle_t h[REUSE_OBJECTS];
+  static _Thread_local tslab_handle_t stale[REUSE_STALE];
+  size_t nstale = 0;
+  const unsigned char mark = (unsigned char)(0xA0 + w->id);
+  for (int round = 0; round < w->rounds; round++) {
+    if (round % 10 == 0) {
+      pthread_barrier_wait(w->barrier); /* the main thread checks the heap */
+      pthread_barrier_wait(w->barrier);
+    }
+    tslab_epoch_t e = tslab_epoch_advance(w->a);
+    for (int phase = 0; phase < 3; phase++) {
+      size_t n = 0;
+      for (; n < REUSE_OBJECTS; n++) {
+        size[n] = reuse_sizes[rng(&s) % (sizeof reuse_sizes / sizeof *reuse_sizes)] - rng(&s) % 64;
+        h[n] = 0;
+        switch (rng(&s) % 3) {
+          case 0:
+            p[n] = tslab_calloc(w->a, 1, size[n], e);
+            for (size_t k = 0; p[n] && k < size[n]; k += 509)
+              if (((unsigned char*)p[n])[k] != 0) {
+                atomic_fetch_add(w->failures, 1);
+                break;
+              }
+            break;
+          case 1:
+            p[n] = tslab_alloc_handle(w->a, size[n], e, &h[n]);
+            break;
+          default:
+            p[n] = tslab_alloc(w->a, size[n], e);
+        }
+        if (!p[n]) break;
+        memset(p[n], mark, size[n]);
+      }
+      for (size_t k = 0; k < nstale; k++)
+        if (tslab_handle_get(w->a, stale[k]) != NULL) atomic_fetch_add(w->failures, 1);
+      for (size_t k = 0; k < n; k++) {
+        const unsigned char* c = p[k];
+        if (c[0] != mark || c[size[k] / 2] != mark || c[size[k] - 1] != mark) atomic_fetch_add(w->failures, 1);
+      }
+      /* The last phase closes its epoch with half of its objects live. */
+      size_t before_close = phase == 2 ? n / 2 : n;
+      for (size_t k = 0; k < n; k++) {
+        if (k == before_close) CHECK_EQ_U(tslab_epoch_close(w->a, e), TSLAB_OK);
+        if (h[k]) stale[nstale++ % REUSE_STALE] = h[k];
+        if (!tslab_free(w->a, p[k])) atomic_fetch_add(w->failures, 1);
+      }
+      if (before_close == n && phase == 2) CHECK_EQ_U(tslab_epoch_close(w->a, e), TSLAB_OK);
+      if (nstale > REUSE_STALE) nstale = REUSE_STALE;
+    }
+  }
+  return NULL;
+}
+
+static void test_heap_reuse(int rounds) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 33;
+  c.pool_resident_max = 0;
+  c.pool_decay_max = (size_t)8 << 20;
+  c.pool_decay_ms = 3600 * 1000;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  pthread_barrier_t barrier;
+  REQUIRE(pthread_barrier_init(&barrier, NULL, REUSE_THREADS + 1) == 0);
+  _Atomic int failures = 0;
+  reuser_t w[REUSE_THREADS];
+  pthread_t t[REUSE_THREADS];
+  for (int i = 0; i < REUSE_THREADS; i++) {
+    w[i] = (reuser_t){a, i, rounds, &barrier, &failures};
+    REQUIRE(pthread_create(&t[i], NULL, reuse_worker, &w[i]) == 0);
+  }
+  for (int r = 0; r < rounds; r += 10) {
+    pthread_barrier_wait(&barrier);
+    CHECK_CONSISTENT(a);
+    pthread_barrier_wait(&barrier);
+  }
+  for (int i = 0; i < REUSE_THREADS; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  CHECK_EQ_U(atomic_load(&failures), 0);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.live_objects, 0);
+  CHECK_EQ_U(g.decay_bytes, 0); /* every epoch that tagged runs is closed */
+  CHECK(g.slabs_recycled_total > 0);
+  CHECK_CONSISTENT(a);
+  tslab_reserve_release(a);
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.reserve_bytes, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(int argc, char** argv) {
   /* Scale for slow (sanitizer) builds: argv[1] divides the work. */
   long div = argc > 1 ? atol(argv[1]) : 1;
   if (div < 1) div = 1;
   test_bounded_churn(10000000 / div);
   test_stress(400000 / div);
+  test_heap_reuse((int)(60 / div > 10 ? 60 / div : 10));
   TEST_DONE();
 }
