@@ -517,66 +517,72 @@ static void test_small_heap_lazy(void) {
  * page fault, no growth) and its rest stays pooled with its decay tag.
  * Slabs of the 2 KiB class take 4 granules (32 objects), a 48 KiB span 3,
  * a slab of the 128 B class 1. */
-static void test_pool_reuse_by_length(void) {
-  enum { SLAB_OBJECTS = 32, OBJ = 2048, SLAB = 4 * 16384, SPAN = 3 * 16384 };
-  /* No untagged reserve: what an active era's retire keeps is decay's. */
-  tslab_t* a = make_decay(0, (size_t)8 << 20, 3600 * 1000);
-  tslab_epoch_t e = tslab_epoch_advance(a);
-  void* objs[SLAB_OBJECTS + 1];
-  fill(a, e, objs, SLAB_OBJECTS + 1, OBJ); /* a full slab, the next one current */
+enum { REUSE_SLAB_OBJECTS = 32, REUSE_OBJ = 2048, REUSE_SLAB = 4 * 16384, REUSE_SPAN = 3 * 16384 };
+
+/* In era e: fill a slab of the 2 KiB class and the next slab's first
+ * object (objs[REUSE_SLAB_OBJECTS]), empty the full one (it retires to the
+ * pool, tagged), then allocate a span that takes the pooled slab's front.
+ * Returns the slab's start; *span gets the span. */
+static uint8_t* pool_and_split(tslab_t* a, tslab_epoch_t e, void** objs, void** span) {
+  fill(a, e, objs, REUSE_SLAB_OBJECTS + 1, REUSE_OBJ);
   uint8_t* slab = objs[0];
   CHECK(((uintptr_t)slab & (16384 - 1)) == 0);
-  empty_all(a, objs, SLAB_OBJECTS); /* the full one empties and retires */
-  tslab_stats_global_t g0, g1;
-  tslab_stats_global(a, &g0);
-  CHECK_EQ_U(g0.decay_bytes, SLAB);
-  void* span = tslab_alloc(a, SPAN, e);
-  REQUIRE(span != NULL);
-  CHECK(span == (void*)slab); /* the pooled slab's front, not new memory */
-  memset(span, 5, SPAN);
-  tslab_stats_global(a, &g1);
-  CHECK_EQ_U(g1.decay_bytes, SLAB - SPAN); /* the rest, still tagged */
-  CHECK_EQ_U(g1.committed_bytes, g0.committed_bytes);
-  CHECK_EQ_U(g1.release_calls_total, g0.release_calls_total);
+  empty_all(a, objs, REUSE_SLAB_OBJECTS);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.decay_bytes, REUSE_SLAB);
+  *span = tslab_alloc(a, REUSE_SPAN, e);
+  REQUIRE(*span != NULL);
+  CHECK(*span == (void*)slab); /* the pooled slab's front, not new memory */
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.decay_bytes, REUSE_SLAB - REUSE_SPAN); /* the rest, still tagged */
   CHECK_CONSISTENT(a);
+  return slab;
+}
+
+/* Free what pool_and_split left live and close e: nothing of it stays in
+ * the pool (no untagged reserve), decay's runs included. */
+static void free_and_close(tslab_t* a, tslab_epoch_t e, void** objs, void* span) {
+  CHECK(tslab_free(a, span));
+  CHECK(tslab_free(a, objs[REUSE_SLAB_OBJECTS]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.decay_bytes, 0);
+  CHECK_EQ_U(g.reserve_bytes, 0);
+  CHECK_CONSISTENT(a);
+}
+
+static void test_pool_reuse_by_length(void) {
+  /* No untagged reserve: what an active era's retire keeps is decay's. */
+  tslab_t* a = make_decay(0, (size_t)8 << 20, 3600 * 1000);
+  void* objs[REUSE_SLAB_OBJECTS + 1];
+  void* span;
+  tslab_stats_global_t g0, g1;
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  uint8_t* slab = pool_and_split(a, e, objs, &span);
+  memset(span, 5, REUSE_SPAN);
+  tslab_stats_global(a, &g0);
+  CHECK_EQ_U(g0.release_calls_total, 0);
   /* The rest serves the next run of its length: a slab of 128 B objects. */
   void* small = tslab_alloc(a, 128, e);
   REQUIRE(small != NULL);
-  CHECK(small == (void*)(slab + SPAN));
+  CHECK(small == (void*)(slab + REUSE_SPAN));
   tslab_stats_global(a, &g1);
   CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK_EQ_U(g1.committed_bytes, g0.committed_bytes);
+  CHECK_EQ_U(g1.release_calls_total, 0);
   CHECK(tslab_free(a, small));
-  CHECK(tslab_free(a, span));
-  CHECK(tslab_free(a, objs[SLAB_OBJECTS]));
-  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
-  tslab_stats_global(a, &g1);
-  CHECK_EQ_U(g1.decay_bytes, 0);
-  CHECK_EQ_U(g1.reserve_bytes, 0);
-  CHECK_CONSISTENT(a);
+  free_and_close(a, e, objs, span);
 
   /* A rest still pooled when its era closes goes with the era's other
    * decay: the close releases it (contract line 3). */
   e = tslab_epoch_advance(a);
-  fill(a, e, objs, SLAB_OBJECTS + 1, OBJ);
-  slab = objs[0];
-  empty_all(a, objs, SLAB_OBJECTS);
-  span = tslab_alloc(a, SPAN, e);
-  REQUIRE(span != NULL);
-  CHECK(span == (void*)slab);
-  uint8_t* rest = slab + SPAN;
-  memset(rest, 9, 16384); /* resident, whatever the kernel did with it before */
-  tslab_stats_global(a, &g1);
-  CHECK_EQ_U(g1.decay_bytes, SLAB - SPAN);
-  CHECK_CONSISTENT(a);
-  CHECK(tslab_free(a, span));
-  CHECK(tslab_free(a, objs[SLAB_OBJECTS]));
-  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
-  tslab_stats_global(a, &g1);
-  CHECK_EQ_U(g1.decay_bytes, 0);
-  CHECK_EQ_U(g1.reserve_bytes, 0);
-  void* rest_page = rest;
-  CHECK_EQ_U(resident_pages(&rest_page, 1, 16384), 0);
-  CHECK_CONSISTENT(a);
+  slab = pool_and_split(a, e, objs, &span);
+  void* rest = slab + REUSE_SPAN;
+  CHECK(resident_pages(&rest, 1, 16384) * page == 16384); /* written by fill */
+  free_and_close(a, e, objs, span);
+  CHECK_EQ_U(resident_pages(&rest, 1, 16384), 0);
   tslab_destroy(a);
 }
 
