@@ -212,7 +212,7 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
     return false;
   atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
   b->heap_next = NULL;
-  b->depth = 0;
+  TSLAB_RSTORE(b->depth, 0u);
   atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
   if (!atomic_load_explicit(&tc->hot, memory_order_relaxed)) {
     atomic_store_explicit(&tc->hot, b, memory_order_release);
@@ -221,8 +221,9 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   size_t max_spares = a->config.thread_reserve_max / TSLAB_BLOCK_BYTES - 1;
   tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
   do {
-    b->depth = head ? head->depth + 1 : 1;
-    if (b->depth > max_spares) {
+    uint32_t depth = head ? TSLAB_RLOAD(head->depth) + 1 : 1;
+    TSLAB_RSTORE(b->depth, depth);
+    if (depth > max_spares) {
       atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
       return false;
     }
@@ -231,10 +232,13 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   return true;
 }
 
+/* Statistics, from any thread: the head spare may be popped and kept again
+ * meanwhile, so its depth is read as the relaxed atomic it is written as. */
 TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc) {
   tslab_run_t* spares = atomic_load_explicit(&tc->spares, memory_order_acquire);
-  return ((atomic_load_explicit(&tc->hot, memory_order_acquire) != NULL) + (spares ? spares->depth : 0)) *
-         TSLAB_BLOCK_BYTES;
+  size_t blocks = atomic_load_explicit(&tc->hot, memory_order_acquire) != NULL;
+  if (spares) blocks += TSLAB_RLOAD(spares->depth);
+  return blocks * TSLAB_BLOCK_BYTES;
 }
 
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release) {

@@ -916,7 +916,8 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
   if (dirty_bytes != h->dirty_bytes) REPORT("dirty pool counts %zu bytes, lists hold %zu", h->dirty_bytes, dirty_bytes);
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++)
     for (tslab_run_t* r = h->dirty[b]; r; r = r->heap_next) {
-      if (atomic_load(&r->kind) != TSLAB_RUN_FREE_DIRTY) REPORT("dirty bin holds a run of kind %d", (int)atomic_load(&r->kind));
+      if (atomic_load(&r->kind) != TSLAB_RUN_FREE_DIRTY)
+        REPORT("dirty bin holds a run of kind %d", (int)atomic_load(&r->kind));
       if (bin_of(r->granules) != b) REPORT("dirty run of %u granules in bin %u", r->granules, b);
       binned++;
     }

@@ -191,7 +191,7 @@ struct tslab_run {
    * cross-thread frees apart. */
   _Atomic(tslab_tcache_t*) creator;
   _Atomic uint32_t large_state;
-  uint32_t depth;             /* hot reserve: spare blocks below this one */
+  uint32_t depth;             /* hot reserve: spare blocks below this one (relaxed: statistics read it) */
   int64_t detach_delta;       /* the closer's, between detach and live */
 
   /* Ready / parked / full lists: the owner writes (relaxed atomic stores),
@@ -427,7 +427,7 @@ typedef struct tslab_heap {
   pthread_mutex_t mu;
   tslab_run_t* clean[TSLAB_HEAP_BINS];
   uint64_t clean_mask[2];
-  tslab_run_t* dirty[TSLAB_HEAP_BINS]; /* by bin_of(length), newest first */
+  tslab_run_t* dirty[TSLAB_HEAP_BINS]; /* by bin_of(length), newest (or a split's rest) first */
   uint64_t dirty_mask[2];               /* bins whose dirty list is not empty */
   tslab_run_t* lru_head;              /* dirty runs, oldest first */
   tslab_run_t* lru_tail;

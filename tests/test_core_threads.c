@@ -304,6 +304,7 @@ typedef struct reuser {
   int id, rounds;
   pthread_barrier_t* barrier;
   _Atomic int* failures;
+  _Atomic int* stop; /* the statistics reader's */
 } reuser_t;
 
 static void* reuse_worker(void* arg) {
@@ -364,6 +365,18 @@ static void* reuse_worker(void* arg) {
   return NULL;
 }
 
+/* Reads the statistics until told to stop, as an exporter would. */
+static void* reuse_reader(void* arg) {
+  reuser_t* r = arg;
+  tslab_stats_epoch_t eps[16];
+  while (!atomic_load(r->stop)) {
+    tslab_stats_global_t g;
+    tslab_stats_global(r->a, &g);
+    tslab_stats_epochs(r->a, eps, 16);
+  }
+  return NULL;
+}
+
 static void test_heap_reuse(int rounds) {
   tslab_config_t c;
   tslab_config_init(&c);
@@ -375,11 +388,12 @@ static void test_heap_reuse(int rounds) {
   REQUIRE(a != NULL);
   pthread_barrier_t barrier;
   REQUIRE(pthread_barrier_init(&barrier, NULL, REUSE_THREADS + 1) == 0);
-  _Atomic int failures = 0;
-  reuser_t w[REUSE_THREADS];
-  pthread_t t[REUSE_THREADS];
+  _Atomic int failures = 0, stop = 0;
+  reuser_t w[REUSE_THREADS], reader = {a, -1, 0, NULL, &failures, &stop};
+  pthread_t t[REUSE_THREADS], rt;
+  REQUIRE(pthread_create(&rt, NULL, reuse_reader, &reader) == 0);
   for (int i = 0; i < REUSE_THREADS; i++) {
-    w[i] = (reuser_t){a, i, rounds, &barrier, &failures};
+    w[i] = (reuser_t){a, i, rounds, &barrier, &failures, &stop};
     REQUIRE(pthread_create(&t[i], NULL, reuse_worker, &w[i]) == 0);
   }
   for (int r = 0; r < rounds; r += 10) {
@@ -388,6 +402,8 @@ static void test_heap_reuse(int rounds) {
     pthread_barrier_wait(&barrier);
   }
   for (int i = 0; i < REUSE_THREADS; i++) pthread_join(t[i], NULL);
+  atomic_store(&stop, 1);
+  pthread_join(rt, NULL);
   pthread_barrier_destroy(&barrier);
   CHECK_EQ_U(atomic_load(&failures), 0);
   tslab_stats_global_t g;
