@@ -105,8 +105,9 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
     /* The spare stack: only this cache pushes and pops; a releaser may
      * take it all (head to NULL) at any time, which makes this CAS fail. */
     b = atomic_load_explicit(&tc->spares, memory_order_acquire);
-    while (b && !atomic_compare_exchange_weak_explicit(&tc->spares, &b, b->heap_next, memory_order_acquire,
-                                                       memory_order_acquire)) {
+    while (b && !atomic_compare_exchange_weak_explicit(
+                    &tc->spares, &b, atomic_load_explicit(&b->spare_next, memory_order_relaxed),
+                    memory_order_acquire, memory_order_acquire)) {
     }
   }
   b = b ? block_reuse(a, tc, b, era) : block_new(a, tc, era);
@@ -211,7 +212,6 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   if (a->config.release_policy == TSLAB_RELEASE_EAGER || a->config.thread_reserve_max < TSLAB_BLOCK_BYTES)
     return false;
   atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
-  b->heap_next = NULL;
   TSLAB_RSTORE(b->depth, 0u);
   atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
   if (!atomic_load_explicit(&tc->hot, memory_order_relaxed)) {
@@ -227,7 +227,7 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
       atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
       return false;
     }
-    b->heap_next = head;
+    atomic_store_explicit(&b->spare_next, head, memory_order_relaxed);
   } while (!atomic_compare_exchange_weak_explicit(&tc->spares, &head, b, memory_order_release, memory_order_relaxed));
   return true;
 }
@@ -242,13 +242,19 @@ TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc) {
 }
 
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release) {
-  tslab_run_t* list = atomic_exchange_explicit(&tc->spares, NULL, memory_order_acquire);
-  tslab_run_t* hot = atomic_exchange_explicit(&tc->hot, NULL, memory_order_acquire);
-  if (hot) {
-    hot->heap_next = list;
-    list = hot;
+  tslab_run_t* b = atomic_exchange_explicit(&tc->spares, NULL, memory_order_acquire);
+  tslab_run_t* list = atomic_exchange_explicit(&tc->hot, NULL, memory_order_acquire);
+  if (list) {
+    list->heap_next = NULL;
+    atomic_store_explicit(&list->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
   }
-  if (!list) return 0;
-  for (tslab_run_t* b = list; b; b = b->heap_next) atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
-  return tslab_heap_retire_list(a, list, release, NULL);
+  /* The stack is this call's now: its spare links become the heap's chain
+   * (the owner may still read a spare link for a pop that will fail). */
+  for (tslab_run_t* next; b; b = next) {
+    next = atomic_load_explicit(&b->spare_next, memory_order_relaxed);
+    atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
+    b->heap_next = list;
+    list = b;
+  }
+  return list ? tslab_heap_retire_list(a, list, release, NULL) : 0;
 }

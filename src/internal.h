@@ -192,6 +192,10 @@ struct tslab_run {
   _Atomic(tslab_tcache_t*) creator;
   _Atomic uint32_t large_state;
   uint32_t depth;             /* hot reserve: spare blocks below this one (relaxed: statistics read it) */
+  /* Hot reserve: the next spare block down the stack. Its own link (not
+   * `heap_next`, which a releaser rewrites once it took the stack) because
+   * the owner reads it for its pop while a releaser may take the stack. */
+  _Atomic(tslab_run_t*) spare_next;
   int64_t detach_delta;       /* the closer's, between detach and live */
 
   /* Ready / parked / full lists: the owner writes (relaxed atomic stores),

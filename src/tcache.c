@@ -1042,7 +1042,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
     tslab_run_t* hot = atomic_load(&tc->hot);
     for (tslab_run_t* b = hot; b; b = NULL, reserve++)
       if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("hot block of kind %d", (int)atomic_load(&b->kind));
-    for (tslab_run_t* b = atomic_load(&tc->spares); b; b = b->heap_next, reserve++)
+    for (tslab_run_t* b = atomic_load(&tc->spares); b; b = atomic_load(&b->spare_next), reserve++)
       if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("spare block of kind %d", (int)atomic_load(&b->kind));
     if (reserve * TSLAB_BLOCK_BYTES > a->config.thread_reserve_max)
       REPORT("a cache keeps %zu reserve blocks, above thread_reserve_max", reserve);

@@ -292,10 +292,10 @@ static void test_stress(long ops_per_thread) {
 
 /* Threads cycle epochs through slabs and spans of many lengths, so the heap
  * keeps taking the fronts of longer pooled runs (with decay tags: no
- * untagged reserve) while other threads close epochs, look up stale handles
- * and read the statistics. Objects keep their bytes, calloc's read zero,
- * stale handles never resolve, and the heap is consistent at every
- * barrier. */
+ * untagged reserve) while other threads close epochs, look up stale handles,
+ * read the statistics and empty the hot reserve. Objects keep their bytes,
+ * calloc's read zero, stale handles never resolve, and the heap is
+ * consistent at every barrier. */
 enum { REUSE_THREADS = 4, REUSE_OBJECTS = 48, REUSE_STALE = 1024 };
 static const size_t reuse_sizes[] = {128, 700, 2048, 6000, 12000, 30000, 40000, 70000, 100000};
 
@@ -365,14 +365,16 @@ static void* reuse_worker(void* arg) {
   return NULL;
 }
 
-/* Reads the statistics until told to stop, as an exporter would. */
+/* Reads the statistics until told to stop, as an exporter would, and now
+ * and then empties the hot reserve while the workers take from it. */
 static void* reuse_reader(void* arg) {
   reuser_t* r = arg;
   tslab_stats_epoch_t eps[16];
-  while (!atomic_load(r->stop)) {
+  for (unsigned n = 0; !atomic_load(r->stop); n++) {
     tslab_stats_global_t g;
     tslab_stats_global(r->a, &g);
     tslab_stats_epochs(r->a, eps, 16);
+    if (n % 64 == 0) tslab_reserve_release(r->a);
   }
   return NULL;
 }
