@@ -423,6 +423,17 @@ static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t n
 
 /* ---- allocation ---- */
 
+/* A fresh descriptor for free run r's granules past its first n (r itself
+ * is left as it is: the caller shrinks it when the order of its links
+ * allows); NULL when no descriptor is left. */
+static tslab_run_t* desc_past(tslab_t* a, const tslab_tcache_t* self, const tslab_run_t* r, size_t n) {
+  tslab_run_t* past = desc_new(a, self);
+  if (!past) return NULL;
+  TSLAB_RSTORE(past->start, r->start + (n << TSLAB_GRANULE_SHIFT));
+  TSLAB_RSTORE(past->granules, r->granules - (uint32_t)n);
+  return past;
+}
+
 /* The dirty run to reuse for n granules: one of exactly n (the most recently
  * pooled), else one of the next larger length present. Reusing resident
  * memory first keeps a program's footprint where it was: a program whose
@@ -444,26 +455,21 @@ static tslab_run_t* dirty_fit(const tslab_heap_t* h, size_t n) {
  * closer that reads 0 there skips the slot: section 5). NULL when no
  * descriptor is left for the rest (r stays in the pool). */
 static tslab_run_t* dirty_take(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, size_t n) {
+  tslab_run_t* rest = NULL;
   if (r->granules > n) {
-    tslab_run_t* rest = desc_new(a, self);
-    if (!rest) return NULL;
-    TSLAB_RSTORE(rest->start, r->start + (n << TSLAB_GRANULE_SHIFT));
-    TSLAB_RSTORE(rest->granules, r->granules - (uint32_t)n);
+    if (!(rest = desc_past(a, self, r, n))) return NULL;
     dirty_link_before(a, rest, r->decay_slot, r->pooled_ns, r);
   }
-  dirty_unlink(a, r);
-  if (r->granules > n) set_extent(r, r->start, n);
+  dirty_unlink(a, r); /* at r's whole length: its bin and counts */
+  if (rest) set_extent(r, r->start, n);
   return r;
 }
-
 
 static tslab_run_t* split_front(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, size_t n) {
   /* r keeps the front n granules; the rest becomes a clean run of its own. */
   if (r->granules == n) return r;
-  tslab_run_t* rest = desc_new(a, self);
+  tslab_run_t* rest = desc_past(a, self, r, n);
   if (!rest) return NULL;
-  TSLAB_RSTORE(rest->start, r->start + (n << TSLAB_GRANULE_SHIFT));
-  TSLAB_RSTORE(rest->granules, r->granules - (uint32_t)n);
   set_extent(r, r->start, n);
   clean_link(a, rest);
   return r;
@@ -481,13 +487,11 @@ static tslab_run_t* take_clean(tslab_t* a, const tslab_tcache_t* self, size_t n,
       clean_unlink(a, r);
       if (lead) {
         /* Keep the unaligned lead as its own clean run. */
-        tslab_run_t* body = desc_new(a, self);
+        tslab_run_t* body = desc_past(a, self, r, lead);
         if (!body) {
           clean_link(a, r);
           return NULL;
         }
-        TSLAB_RSTORE(body->start, r->start + (lead << TSLAB_GRANULE_SHIFT));
-        TSLAB_RSTORE(body->granules, r->granules - (uint32_t)lead);
         set_extent(r, r->start, lead);
         clean_link(a, r);
         r = body;
@@ -535,10 +539,7 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
 /* The part of [lo, hi) of the used range not faulted in yet, extended to a
  * whole populate step; the caller faults it in without the mutex. The step
  * grows with the range, a quarter of it up to TSLAB_POPULATE_STEP: a growing
- * phase soon faults in 64 KiB per call. The range's first
- * TSLAB_POPULATE_RUN_MAX bytes are left to fault as they are touched: a
- * small program's first slabs would be resident whole (a 4 KiB stdio buffer
- * in a 128 KiB slab). Larger batches save few calls (a
+ * phase soon faults in 64 KiB per call. Larger batches save few calls (a
  * 64 MiB phase burst makes 1,024) but the allocation that takes one waits
  * for all of it: 256 KiB batches put a server whose live memory grows by a
  * block a request at twice the p99 latency (docs/ARCHITECTURE.md section 1,
@@ -547,8 +548,11 @@ static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   tslab_heap_t* h = &a->heap;
   if (hi <= h->populated) return 0;
   if (hi - lo > TSLAB_POPULATE_RUN_MAX || hi <= TSLAB_POPULATE_RUN_MAX) {
-    /* A large span is faulted in by the program as it touches it (it may
-     * never touch most of it; calloc relies on its pages reading zero). */
+    /* Faulted in by the program as it touches it: a large span (it may
+     * never touch most of it; calloc relies on its pages reading zero), and
+     * the range's first TSLAB_POPULATE_RUN_MAX bytes (a small program's
+     * first slabs would be resident whole: a 4 KiB stdio buffer in a 128 KiB
+     * slab). */
     h->populated = hi;
     return 0;
   }
@@ -914,13 +918,16 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
     aged++;
   }
   if (dirty_bytes != h->dirty_bytes) REPORT("dirty pool counts %zu bytes, lists hold %zu", h->dirty_bytes, dirty_bytes);
-  for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++)
+  for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++) {
+    if ((h->dirty[b] != NULL) != ((h->dirty_mask[b >> 6] >> (b & 63)) & 1))
+      REPORT("dirty bin %u mask disagrees with its list", b);
     for (tslab_run_t* r = h->dirty[b]; r; r = r->heap_next) {
       if (atomic_load(&r->kind) != TSLAB_RUN_FREE_DIRTY)
         REPORT("dirty bin holds a run of kind %d", (int)atomic_load(&r->kind));
       if (bin_of(r->granules) != b) REPORT("dirty run of %u granules in bin %u", r->granules, b);
       binned++;
     }
+  }
   if (binned != aged) REPORT("dirty bins hold %zu runs, the age order %zu", binned, aged);
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     uint64_t tagged = 0;
@@ -931,8 +938,6 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
              (unsigned long long)atomic_load(&h->decay_bytes[slot]), (unsigned long long)tagged);
   }
   for (uint32_t b = 0; b < TSLAB_HEAP_BINS; b++) {
-    if ((h->dirty[b] != NULL) != ((h->dirty_mask[b >> 6] >> (b & 63)) & 1))
-      REPORT("dirty bin %u mask disagrees with its list", b);
     bool nonempty = h->clean[b] != NULL;
     bool marked = (h->clean_mask[b >> 6] >> (b & 63)) & 1;
     if (nonempty != marked) REPORT("clean bin %u mask disagrees with its list", b);
