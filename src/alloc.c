@@ -361,7 +361,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   /* What the counts need is read before the free takes effect: afterwards
    * the run may drain and be recycled (its metadata stays valid for this
    * window only, G1). */
-  size_t size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(&v, idx) : v.obj_size;
+  size_t size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, idx) : v.obj_size;
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   bool notify;
@@ -434,7 +434,7 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
     } else {
       uint32_t idx = tslab_slot_index(v.start, v.recip, v.obj_size, v.capacity, p);
       if (idx != UINT32_MAX && tslab_bits_live(v.bits, idx))
-        size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(&v, idx) : v.obj_size;
+        size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, idx) : v.obj_size;
     }
     if (era) *era = v.era;
   }
@@ -442,33 +442,37 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
   return size;
 }
 
-TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p) {
-  /* An object of a run this thread owns, in an active era: the free fast
-   * path's checks in a light window, no fence (a program that asks for the
-   * size of what it just allocated, as C++ and some servers do per object). */
-  if (likely(a != NULL)) {
-    uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
-    if (likely(off < a->reserve)) {
-      tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-      tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
-      if (tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id()) {
-        tslab_busy_enter(tc);
-        bool known = false;
-        size_t size = 0;
-        uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
-        if (tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
-          uint32_t idx = tslab_slab_index(s, p);
-          known = idx != UINT32_MAX;
-          if (known && tslab_bits_live(s->bits, idx)) {
-            tslab_run_view_t v = {.starts = s->starts};
-            size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(&v, idx) : s->obj_size;
-          }
-        }
-        tslab_busy_exit(tc);
-        if (known) return size;
-      }
-    }
+/* For an object of a run this thread owns, in an active era: the free fast
+ * path's checks in a light window, no fence (programs ask for the size of
+ * what they just allocated, as C++ and some servers do per object, and
+ * realloc asks it of every block). True when it could tell: then *size is
+ * the usable size, 0 when p is not live, and *era the run's era. */
+static inline bool owned_live_size(tslab_t* a, const void* p, size_t* size, uint64_t* era) {
+  if (unlikely(a == NULL)) return false;
+  uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+  if (unlikely(off >= a->reserve)) return false;
+  tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+  tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
+  if (tc == NULL || atomic_load_explicit(&tc->tid, memory_order_relaxed) != tslab_thread_id()) return false;
+  tslab_busy_enter(tc);
+  bool known = false;
+  uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
+  if (tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
+    uint32_t idx = tslab_slab_index(s, p);
+    known = idx != UINT32_MAX;
+    *size = 0;
+    if (known && tslab_bits_live(s->bits, idx))
+      *size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(s->starts, idx) : s->obj_size;
+    *era = e;
   }
+  tslab_busy_exit(tc);
+  return known;
+}
+
+TSLAB_API size_t tslab_usable_size(tslab_t* a, const void* p) {
+  size_t size;
+  uint64_t era;
+  if (likely(owned_live_size(a, p, &size, &era))) return size;
   return live_size(a, p, NULL);
 }
 
@@ -483,7 +487,8 @@ TSLAB_API tslab_epoch_t tslab_epoch_of(tslab_t* a, const void* p) {
 
 TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
   uint64_t era = 0;
-  size_t usable = live_size(a, p, &era);
+  size_t usable;
+  if (!owned_live_size(a, p, &usable, &era)) usable = live_size(a, p, &era);
   if (!usable) {
     if (a) atomic_fetch_add_explicit(&a->invalid_frees, 1, memory_order_relaxed);
     tslab_set_error(a ? TSLAB_ERR_INVALID_POINTER : TSLAB_ERR_INVALID_ARGUMENT);

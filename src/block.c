@@ -134,29 +134,29 @@ TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top) {
 }
 
 /* Size of the object starting at `unit`: up to the next boundary. */
-TSLAB_INTERNAL size_t tslab_block_object_size(const tslab_run_view_t* v, uint32_t unit) {
+TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t unit) {
   uint32_t w = unit >> 6;
-  uint64_t above = atomic_load_explicit(&v->starts[w], memory_order_acquire) & (~1ull << (unit & 63));
+  uint64_t above = atomic_load_explicit(&starts[w], memory_order_acquire) & (~1ull << (unit & 63));
   while (!above) {
     if (++w > TSLAB_BLOCK_WORDS) return 0;
-    above = atomic_load_explicit(&v->starts[w], memory_order_acquire);
+    above = atomic_load_explicit(&starts[w], memory_order_acquire);
   }
   uint32_t next = (w << 6) + (uint32_t)__builtin_ctzll(above);
   return (size_t)(next - unit) << TSLAB_UNIT_SHIFT;
 }
 
 TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t units) {
-  tslab_run_view_t v = {.starts = TSLAB_RLOAD(b->starts)};
+  _Atomic uint64_t* starts = TSLAB_RLOAD(b->starts);
   _Atomic uint64_t* bits = TSLAB_RLOAD(b->bits);
   uint64_t bytes = 0;
-  if (!v.starts || !bits) return 0;
+  if (!starts || !bits) return 0;
   for (uint32_t w = 0, words = (units + 63) >> 6; w < words && w < TSLAB_BLOCK_WORDS; w++) {
     /* Live: allocated and not freed by another thread (a remote bit not
      * collected yet is a completed free). */
     uint64_t live = atomic_load_explicit(&bits[2 * w], memory_order_relaxed) &
                     ~atomic_load_explicit(&bits[2 * w + 1], memory_order_relaxed);
     for (uint64_t al = live; al; al &= al - 1)
-      bytes += tslab_block_object_size(&v, (w << 6) + (uint32_t)__builtin_ctzll(al));
+      bytes += tslab_block_object_size(starts, (w << 6) + (uint32_t)__builtin_ctzll(al));
   }
   return bytes;
 }
@@ -189,12 +189,11 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
   uint8_t* start = b->start;
   uint8_t* kept = start; /* pages below are kept or released already */
   size_t released = 0;
-  tslab_run_view_t v = {.starts = b->starts};
   for (uint32_t w = 0; w < TSLAB_BLOCK_WORDS; w++) {
     for (uint64_t al = atomic_load_explicit(&b->bits[2 * w], memory_order_acquire); al; al &= al - 1) {
       uint32_t unit = (w << 6) + (uint32_t)__builtin_ctzll(al);
       uint8_t* lo = start + ((size_t)unit << TSLAB_UNIT_SHIFT);
-      uint8_t* hi = lo + tslab_block_object_size(&v, unit);
+      uint8_t* hi = lo + tslab_block_object_size(b->starts, unit);
       lo = (uint8_t*)((uintptr_t)lo & ~(uintptr_t)(page - 1));
       hi = (uint8_t*)(((uintptr_t)hi + page - 1) & ~(uintptr_t)(page - 1));
       if (lo > kept) released += trim_range(a, kept, lo);

@@ -775,7 +775,7 @@ static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
 TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
 TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top);
 TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units);
-TSLAB_INTERNAL size_t tslab_block_object_size(const tslab_run_view_t* v, uint32_t unit);
+TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t unit);
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b);
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release);
 TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc);
