@@ -127,6 +127,22 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
   return p ? p : fail_alloc(a, status);
 }
 
+/* The fast path's refill (out of line, called last so that the fast path
+ * keeps no registers across calls): in the busy window with era e ACTIVE,
+ * the bin's mask empty, the next word of the bin's current slab, else the
+ * whole slow path. */
+static __attribute__((noinline)) void* alloc_next_word(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin,
+                                                       size_t size, uint64_t e) {
+  if (atomic_load_explicit(&tc->slots[e & a->ring_mask].era, memory_order_relaxed) == e &&
+      tslab_bin_next_word(a, tc, bin, e)) {
+    void* p = bin_pop(bin, atomic_load_explicit(&bin->mask, memory_order_relaxed));
+    tslab_busy_exit(tc);
+    return p;
+  }
+  tslab_busy_exit(tc);
+  return alloc_general(a, size, 0, e, NULL);
+}
+
 /* The fast path: a thread-cache hit, an open era, and room in the era's
  * block or a slot set aside in the bin. Everything else goes through
  * alloc_general, out of line, so that the fast path needs no stack frame.
@@ -170,6 +186,7 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
           tslab_busy_exit(tc);
           return p;
         }
+        return alloc_next_word(a, tc, bin, size, e);
       }
       tslab_busy_exit(tc);
     }

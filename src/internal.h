@@ -787,6 +787,7 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b);
 
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
+TSLAB_INTERNAL bool tslab_bin_next_word(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t era, size_t size, size_t align,
                                        int* status);
