@@ -253,7 +253,10 @@ typedef struct tslab_bin {
   uint8_t* base;              /* address of the first slot of that word */
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
-  uint32_t cls;
+  uint16_t cls;
+  /* Owner only: words of the current slab after `word` (0 without a word);
+   * while non-zero, the fast path refills from the slab itself (section 3). */
+  uint16_t words_after;
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   /* Counters of this (slot, class) for the slot's era: the owner writes
    * them, the closer when it folds the bin. */
