@@ -134,8 +134,8 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
  * where the slow path would take a slot too: an era with block budget left
  * gives objects of block size a new block first (alloc_small), and a bin
  * can have a slab meanwhile (an aligned allocation of its class). The
- * arguments come in the order that leaves them where the fast path holds
- * them (a churn loop measured 8% slower with one more move). */
+ * argument order was chosen by measurement: a variant with one instruction
+ * less on the bin path ran a churn loop 8% slower (code layout). */
 static __attribute__((noinline)) void* alloc_next_word(tslab_t* a, size_t size, tslab_bin_t* bin, uint64_t e,
                                                        tslab_tcache_t* tc) {
   tslab_slot_cache_t* sc = &tc->slots[e & a->ring_mask];
