@@ -127,28 +127,6 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
   return p ? p : fail_alloc(a, status);
 }
 
-/* The fast path's refill (out of line, called last so that the fast path
- * keeps no registers across calls): in the busy window with era e ACTIVE,
- * the bin's mask empty and words of the current slab after the last one,
- * the next word of that slab with free slots, else the whole slow path. Only
- * where the slow path would take a slot too: an era with block budget left
- * gives objects of block size a new block first (alloc_small), and a bin
- * can have a slab meanwhile (an aligned allocation of its class). The
- * argument order was chosen by measurement: a variant with one instruction
- * less on the bin path ran a churn loop 8% slower (code layout). */
-static __attribute__((noinline)) void* alloc_next_word(tslab_t* a, size_t size, tslab_bin_t* bin, uint64_t e,
-                                                       tslab_tcache_t* tc) {
-  tslab_slot_cache_t* sc = &tc->slots[e & a->ring_mask];
-  if (atomic_load_explicit(&sc->era, memory_order_relaxed) == e &&
-      (size > TSLAB_BLOCK_OBJ_MAX || sc->budget < TSLAB_BLOCK_BYTES) && tslab_bin_next_word(a, tc, bin, e)) {
-    void* p = bin_pop(bin, atomic_load_explicit(&bin->mask, memory_order_relaxed));
-    tslab_busy_exit(tc);
-    return p;
-  }
-  tslab_busy_exit(tc);
-  return alloc_general(a, size, 0, e, NULL);
-}
-
 /* The fast path: a thread-cache hit, an open era, and room in the era's
  * block or a slot set aside in the bin. Everything else goes through
  * alloc_general, out of line, so that the fast path needs no stack frame.
@@ -192,7 +170,6 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
           tslab_busy_exit(tc);
           return p;
         }
-        if (bin->words_after) return alloc_next_word(a, size, bin, e, tc);
       }
       tslab_busy_exit(tc);
     }

@@ -253,10 +253,7 @@ typedef struct tslab_bin {
   uint8_t* base;              /* address of the first slot of that word */
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
-  uint16_t cls;
-  /* Owner only: words of the current slab after `word` (0 without a word);
-   * while non-zero, the fast path refills from the slab itself (section 3). */
-  uint16_t words_after;
+  uint32_t cls;
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   /* Counters of this (slot, class) for the slot's era: the owner writes
    * them, the closer when it folds the bin. */
@@ -790,7 +787,6 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b);
 
 /* tcache.c */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a);
-TSLAB_INTERNAL bool tslab_bin_next_word(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era);
 TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t era, size_t size, size_t align,
                                        int* status);

@@ -175,7 +175,6 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
   write_begin(&bin->seq);
   if (bin->cur) run_fold(&bin->frees, bin->cur);
   LINK_STORE(bin->cur, s);
-  bin->words_after = 0;
   write_end(&bin->seq);
 }
 
@@ -195,10 +194,7 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   /* A dropped mask keeps no word: a refill that drops it may take none
    * (a full ready slab, then no memory for a new one), and a free into the
    * old word must not feed the mask of whatever slab is current next. */
-  if (!mask) {
-    bin->word = NULL;
-    bin->words_after = 0;
-  }
+  if (!mask) bin->word = NULL;
   write_end(&bin->seq);
 }
 
@@ -405,7 +401,7 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
    * slot, class), most never used, and writing them all at creation would
    * make every page of them resident (hundreds of KiB per thread). */
   if (!bin->size) {
-    bin->cls = (uint16_t)((size_t)(bin - tc->bins) >> a->ring_shift);
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
     bin->size = tslab_classes[bin->cls].size;
   }
   uint64_t bit = 1ull << (bin->cls & 63);
@@ -599,34 +595,11 @@ static bool take_word(tslab_bin_t* bin) {
       bin->base = s->start + (size_t)w * 64 * s->obj_size;
       bin->word = &s->bits[2 * w];
       bin_set_mask(bin, avail);
-      bin->words_after = (uint16_t)(s->words - 1 - w);
       s->hint = w + 1 == s->words ? 0 : w + 1;
       return true;
     }
   }
   return false;
-}
-
-/* The allocation's short refill, in the busy window with `era` ACTIVE and
- * claimed, the bin's mask empty and `words_after` non-zero: the next word of
- * the current slab that has free slots. Half of all refills are this one (a
- * slab of 128 slots needs two words), and it was the p99 of a batch of
- * allocations when it went through the whole slow path (argument checks, the
- * block's budget, sampling). Only while the scan has not wrapped round the
- * slab: a slab whose last word was taken is most likely full, and a failed
- * scan here would precede the slow path's own (a slab of one word, as the
- * large classes have, would pay it at every refill). False: then
- * tslab_bin_refill. */
-TSLAB_INTERNAL bool tslab_bin_next_word(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
-  uint64_t wall = 0, cpu = 0;
-  bool sampled = tslab_sample_begin(a, &wall, &cpu);
-  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
-  bool ok = take_word(bin);
-  /* A slow path like tslab_bin_refill's, and timed like it when sampled; a
-   * failed scan is counted by the refill that follows. */
-  if (ok) tslab_bump(&bin->slow, 1);
-  if (sampled && ok) tslab_sample_end(a, wall, cpu);
-  return ok;
 }
 
 /* Allocation slow path, in the busy window with `era` ACTIVE and claimed,

@@ -385,11 +385,13 @@ static tslab_stats_class_t class_stats(tslab_t* a, uint32_t size) {
   return st;
 }
 
-/* A bin refills from the next bitmap word of its current slab on the fast
- * path's side (docs/ARCHITECTURE.md section 3). Slabs of 128 B hold two
+/* A bin refills from the next bitmap word of its current slab before it
+ * looks elsewhere (docs/ARCHITECTURE.md section 3). Slabs of 128 B hold two
  * words: every slot handed out once, frees into the second word while the
- * bin bumps on, double frees, a thread flush that retires the current slab
- * between two words, and exact counts throughout. */
+ * bin moves on, double frees, a thread flush that retires the current slab
+ * between two words, and exact counts throughout. A refill path that keeps
+ * state about the slab's words (tried: docs/BENCHMARKS.md) must reset it
+ * when a flush retires the slab, or this test crashes. */
 static void test_word_refill(void) {
   tslab_t* a = make((size_t)1 << 30);
   tslab_epoch_t e = tslab_epoch_current(a); /* class slabs only, no blocks */
