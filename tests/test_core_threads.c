@@ -414,6 +414,9 @@ static void test_heap_reuse(int rounds) {
     while (!atomic_load(&held)) sched_yield();
     CHECK_CONSISTENT(a);
     atomic_store(&hold, 0);
+    /* Its acknowledgement cleared before the next check: a stale one would
+     * let that check run beside the reader. */
+    while (atomic_load(&held)) sched_yield();
     pthread_barrier_wait(&barrier);
   }
   for (int i = 0; i < REUSE_THREADS; i++) pthread_join(t[i], NULL);
