@@ -68,10 +68,8 @@ static void desc_clear(tslab_heap_t* h, tslab_run_t* r) {
   /* Word by word, atomically: readers that hold a stale pointer to the
    * descriptor read it with atomic loads (statistics, validated views). The
    * word holding `seq` is skipped, so `seq` never reads as an old even value
-   * in between. */
-  /* Unrolled, the two runs of stores around `seq` are one instruction a
-   * word: a new slab cleared its descriptor in about 250 instructions with
-   * the loop and its test. */
+   * in between. Two unrolled runs of stores around it are one instruction a
+   * word: one loop testing every word took about 250 instructions. */
   const size_t seq_word = offsetof(tslab_run_t, seq) / sizeof(uint64_t);
   tslab_alias_word_t* words = (tslab_alias_word_t*)(void*)r;
 #pragma GCC unroll 64
@@ -172,6 +170,18 @@ static uint32_t bin_of(size_t n) {
   if (n <= TSLAB_HEAP_EXACT) return (uint32_t)n - 1;
   uint32_t b = TSLAB_HEAP_EXACT + (63u - (uint32_t)__builtin_clzll(n)) - 6u;
   return b < TSLAB_HEAP_BINS ? b : TSLAB_HEAP_BINS - 1;
+}
+
+/* The first non-empty bin at or above b in a two-word bin mask, or
+ * TSLAB_HEAP_BINS: a word at a time, so that a search that finds nothing (no
+ * clean run, the usual case for a heap that grows at its top) costs two
+ * words, not a test per bin (about 850 instructions a block, bin by bin). */
+static uint32_t bin_next(const uint64_t mask[2], uint32_t b) {
+  for (; b < TSLAB_HEAP_BINS; b = (b | 63) + 1) {
+    uint64_t m = mask[b >> 6] >> (b & 63);
+    if (m) return b + (uint32_t)__builtin_ctzll(m);
+  }
+  return TSLAB_HEAP_BINS;
 }
 
 /* Change a free run's extent: inside `seq`, so a reader that reaches it
@@ -446,11 +456,8 @@ static tslab_run_t* desc_past(tslab_t* a, const tslab_tcache_t* self, const tsla
  * hash tables between two rounds) faulted in released memory while the pool
  * held megabytes, and then released them. */
 static tslab_run_t* dirty_fit(const tslab_heap_t* h, size_t n) {
-  for (uint32_t b = bin_of(n); b < TSLAB_HEAP_BINS; b = (b | 63) + 1) {
-    uint64_t m = h->dirty_mask[b >> 6] >> (b & 63);
-    if (m) return h->dirty[b + (uint32_t)__builtin_ctzll(m)];
-  }
-  return NULL;
+  uint32_t b = bin_next(h->dirty_mask, bin_of(n));
+  return b < TSLAB_HEAP_BINS ? h->dirty[b] : NULL;
 }
 
 /* Take dirty run r out of the pool for n of its granules. A longer run
@@ -483,16 +490,7 @@ static tslab_run_t* split_front(tslab_t* a, const tslab_tcache_t* self, tslab_ru
 /* Best-fit clean run that can hold n granules aligned to align granules. */
 static tslab_run_t* take_clean(tslab_t* a, const tslab_tcache_t* self, size_t n, size_t align) {
   tslab_heap_t* h = &a->heap;
-  /* The non-empty bins from n's up, found a mask word at a time: testing
-   * bin by bin, a miss (no clean run, the common case for a heap that grows
-   * at its top) walked about a hundred bins, 850 instructions a block. */
-  for (uint32_t b = bin_of(n); b < TSLAB_HEAP_BINS; b++) {
-    uint64_t m = h->clean_mask[b >> 6] >> (b & 63);
-    if (!m) {
-      b |= 63;
-      continue;
-    }
-    b += (uint32_t)__builtin_ctzll(m);
+  for (uint32_t b = bin_next(h->clean_mask, bin_of(n)); b < TSLAB_HEAP_BINS; b = bin_next(h->clean_mask, b + 1)) {
     for (tslab_run_t* r = h->clean[b]; r; r = r->heap_next) {
       size_t g = tslab_run_index(a, r);
       size_t lead = (align - (g % align)) % align;

@@ -232,15 +232,13 @@ TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* rem
     if (!r && atomic_load_explicit(&s->bits[2 * w], memory_order_seq_cst) == pad) continue;
     if (r) r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
     uint64_t old = atomic_exchange_explicit(&s->bits[2 * w], pad, memory_order_acq_rel) & ~pad;
-    if (!r) {
-      killed += (uint64_t)tslab_popcount(old);
-      continue;
-    }
-    /* A remote bit taken here is a free that completed before the end:
-     * counted as a free, not as an object ended. */
-    frees += (uint64_t)tslab_popcount(r & old);
-    invalid += (uint64_t)tslab_popcount(r & ~old);
     killed += (uint64_t)tslab_popcount(old & ~r);
+    /* A remote bit taken here is a free that completed before the end:
+     * counted as a free, not as an object ended (most words have none). */
+    if (r) {
+      frees += (uint64_t)tslab_popcount(r & old);
+      invalid += (uint64_t)tslab_popcount(r & ~old);
+    }
   }
   if (invalid) atomic_fetch_add_explicit(&a->invalid_frees, invalid, memory_order_relaxed);
   *remote_frees = frees;

@@ -374,17 +374,6 @@ static void test_own_block_frees(void) {
   tslab_destroy(b);
 }
 
-/* The counts of class `size` in a's statistics. */
-static tslab_stats_class_t class_stats(tslab_t* a, uint32_t size) {
-  tslab_stats_class_t st = {0};
-  for (uint32_t i = 0; i < tslab_class_count(a); i++) {
-    REQUIRE(tslab_stats_class(a, i, &st) == TSLAB_OK);
-    if (st.object_size == size) return st;
-  }
-  REQUIRE(!"no class of that size");
-  return st;
-}
-
 /* A bin refills from the next bitmap word of its current slab before it
  * looks elsewhere (docs/ARCHITECTURE.md section 3). Slabs of 128 B hold two
  * words: every slot handed out once, frees into the second word while the
@@ -395,7 +384,8 @@ static tslab_stats_class_t class_stats(tslab_t* a, uint32_t size) {
 static void test_word_refill(void) {
   tslab_t* a = make((size_t)1 << 30);
   tslab_epoch_t e = tslab_epoch_current(a); /* class slabs only, no blocks */
-  tslab_stats_class_t st0 = class_stats(a, 128);
+  tslab_stats_class_t st0;
+  class_for(a, 128, &st0);
   REQUIRE(st0.objects_per_slab == 128);
   enum { N = 3 * 128 + 40 };
   static char* p[N];
@@ -407,7 +397,8 @@ static void test_word_refill(void) {
   for (int i = 0; i < N; i++)
     for (int j = i + 1; j < N; j++) CHECK(p[i] != p[j]);
   for (int i = 0; i < N; i++) CHECK((unsigned char)p[i][127] == (unsigned char)(i & 0xff));
-  tslab_stats_class_t st = class_stats(a, 128);
+  tslab_stats_class_t st;
+  class_for(a, 128, &st);
   CHECK_EQ_U(st.allocations_total - st0.allocations_total, N);
   CHECK_EQ_U(st.live_objects - st0.live_objects, N);
   /* Free the second word of the first slab and the first of the last full
@@ -430,14 +421,14 @@ static void test_word_refill(void) {
       if (j < 64 || (j >= 128 && j < 256) || j >= 320) CHECK(q[i] != p[j]);
   }
   for (int i = 0; i < 64; i++) CHECK((unsigned char)p[i][0] == (unsigned char)(i & 0xff));
-  st = class_stats(a, 128);
+  class_for(a, 128, &st);
   CHECK_EQ_U(st.allocations_total - st0.allocations_total, N + 128);
   CHECK_EQ_U(st.frees_total - st0.frees_total, 128);
   CHECK_EQ_U(st.live_objects - st0.live_objects, N);
   for (int i = 0; i < N; i++)
     if (i < 64 || (i >= 128 && i < 256) || i >= 320) CHECK(tslab_free(a, p[i]));
   for (int i = 0; i < 128; i++) CHECK(tslab_free(a, q[i]));
-  st = class_stats(a, 128);
+  class_for(a, 128, &st);
   CHECK_EQ_U(st.live_objects, st0.live_objects);
   CHECK_EQ_U(st.allocations_total - st.frees_total, st0.allocations_total - st0.frees_total);
 
@@ -454,7 +445,7 @@ static void test_word_refill(void) {
     memset(p[i], 1, 128);
   }
   for (int i = 0; i < 130; i++) CHECK(tslab_free(a, p[i]));
-  st = class_stats(a, 128);
+  class_for(a, 128, &st);
   CHECK_EQ_U(st.live_objects, st0.live_objects);
   CHECK_EQ_U(st.allocations_total - st.frees_total, st0.allocations_total - st0.frees_total);
   char report[256];
