@@ -166,6 +166,9 @@ struct tslab_run {
   /* Line 1 on. */
   _Atomic uint32_t seq;       /* odd while the geometry is written */
   uint32_t granules;
+  /* Next to `list`: a local free reads both (a handle generation to bump, a
+   * list to settle on), and a third line per free missed in cache. */
+  _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
   uint8_t cls;                /* blocks: TSLAB_CLASSES */
   uint8_t list;               /* owner only: enum tslab_bin_list */
@@ -186,7 +189,6 @@ struct tslab_run {
   uint32_t bumped;            /* blocks: units handed out, once bumping stopped */
   _Atomic int64_t live;       /* detached accounting */
   _Atomic uint64_t* starts;   /* blocks: object start bits */
-  _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   /* The cache that formatted the run; kept after a detach, to tell
    * cross-thread frees apart. */
   _Atomic(tslab_tcache_t*) creator;
@@ -810,7 +812,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
                                              tslab_run_t** detached, tslab_run_t** drained, tslab_fold_t* sum,
                                              bool ending);
 /* The counts of the slot's era held by this cache (current less base). */
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
 /* The bin of (era, cls), counting for the era (owner, era active, claimed). */
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
@@ -864,13 +866,17 @@ static inline tslab_tcache_t* tslab_cache_first(tslab_t* a) {
   return atomic_load_explicit(&a->caches, memory_order_acquire);
 }
 
-/* Bins are laid out class-major so that the index is two shifts and an or. */
-static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
-  return &tc->bins[((size_t)cls << a->ring_shift) | slot];
+/* Bins are laid out slot-major: the bins one era uses lie side by side. With
+ * the classes of a slot a ring's worth of bins apart (2 KiB at 16 slots),
+ * every bin a thread used fell into the same two sets of a 64-set L1 cache,
+ * and a program with more than a couple dozen live classes missed on every
+ * bin it touched. */
+static inline tslab_bin_t* tslab_bin_at(tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
+  return &tc->bins[(size_t)slot * TSLAB_CLASSES + cls];
 }
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
-  return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
+  return tslab_bin_at(tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
 

@@ -396,12 +396,12 @@ static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* 
 
 /* The bin starts counting for the slot's era: its cumulative counters'
  * values now are the era's zero (section 9). */
-static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
   /* A bin is set up the first time it is used: a cache has one per (ring
    * slot, class), most never used, and writing them all at creation would
    * make every page of them resident (hundreds of KiB per thread). */
   if (!bin->size) {
-    bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) % TSLAB_CLASSES);
     bin->size = tslab_classes[bin->cls].size;
   }
   uint64_t bit = 1ull << (bin->cls & 63);
@@ -423,7 +423,7 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
 
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
   return bin;
 }
 
@@ -609,7 +609,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
-  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
@@ -668,12 +668,12 @@ static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   sum->free_bytes += (fr - base_frees) * size;
 }
 
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
   tslab_slot_cache_t* sc = &tc->slots[slot];
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_acquire); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      bin_era_counts(tslab_bin_at(a, tc, slot, c), c, sum);
+      bin_era_counts(tslab_bin_at(tc, slot, c), c, sum);
     }
   }
   uint64_t al, fr, ab, fb;
@@ -694,7 +694,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+      tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
@@ -739,7 +739,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     if (!ending) tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b, b->bumped));
   }
   write_end(&sc->seq);
-  tslab_tcache_era_counts(a, tc, slot, sum);
+  tslab_tcache_era_counts(tc, slot, sum);
   atomic_store_explicit(&sc->classes[0], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->classes[1], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->era, 0, memory_order_release);
@@ -878,7 +878,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
       drain_notifications(a, tc);
       for (uint32_t word = 0; word < 2; word++) {
         for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
-          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+          tslab_bin_t* bin = tslab_bin_at(tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
           tslab_run_t* lists[2] = {bin->ready, bin->parked};
           for (int l = 0; l < 2; l++) {
             for (tslab_run_t* s = lists[l]; s;) {
@@ -1025,7 +1025,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       n += check_list(tc, sc->full, TSLAB_LIST_FULL, era, TSLAB_CLASSES, bad || n ? NULL : report, cap);
       bad += n;
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+        tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);
