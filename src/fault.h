@@ -32,7 +32,10 @@ enum tslab_hook_id {
   TSLAB_HOOK_NONOWNER_VIEWED = 1, /* a non-owner free has read the run's metadata, not yet validated its slot */
   TSLAB_HOOK_OPEN_CURRENT = 2,    /* an advance opening its era has read `current`, not yet moved it */
   TSLAB_HOOK_CLOSE_DETACHED = 3,  /* a close has taken its era off the caches, not yet added their counts */
-  TSLAB_HOOK_DRAIN_PARTWAY = 4    /* an owner has settled one queued slab of a notification drain, more remain */
+  TSLAB_HOOK_DRAIN_PARTWAY = 4,   /* an owner has settled one queued slab of a notification drain, more remain */
+  TSLAB_HOOK_BLOCK_STOPPED = 5,   /* a block that stops bumping has its final counts, is not on the full list yet */
+  TSLAB_HOOK_BLOCK_LISTED = 6,    /* that block is on its slot's full list, still the slot's bumping block */
+  TSLAB_HOOK_SLAB_PARKED = 7      /* a bin changing its current slab has parked the old one, not installed the new */
 };
 void tslab_hook_set(void (*hook)(int point));
 

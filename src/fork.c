@@ -8,9 +8,12 @@
  * what vanished threads left half-done is finished or rolled back: closes in
  * progress are completed, eras being opened are marked closed, runs being
  * formatted or released go back to the heap, detached runs get their live
- * counts from their bits, and the runs of a cache whose thread was inside a
- * window (the wait above timed out) get their `used` counts from their bits
- * too, its bump rolled back to its last published top; then the cache is
+ * counts from their bits, and a cache whose thread was inside a window (the
+ * wait above timed out) first gets its lists rebuilt from their forward
+ * links and its half-made list change, block stop or slab change finished
+ * or undone; its runs get their `used` counts from their bits, its bump
+ * rolled back to its last published top, and a slab no list holds goes
+ * back on its bin's ready list; then the cache is
  * flushed as the thread's exit would have (which finishes a notification
  * drain it had started). The child passes tslab_check. */
 #include <sched.h>
@@ -61,10 +64,16 @@ static void repair(tslab_t* a) {
     tslab_tcache_end_sections(a, tc);
     if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);
   }
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    if (tc->forked_busy) tslab_tcache_fork_relink(a, tc);
   tslab_large_fork_repair(a);
   tslab_heap_fork_repair(a);
   tslab_epoch_fork_repair(a);
-  tslab_runs_fork_repair(a);
+  for (tslab_run_t *s = tslab_runs_fork_repair(a), *next; s; s = next) {
+    next = s->heap_next;
+    s->heap_next = NULL;
+    tslab_tcache_fork_adopt(a, atomic_load(&s->owner), s);
+  }
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
     if (tc->forked_busy) tslab_tcache_fork_flush(a, tc);
   /* A cache whose thread is gone gives its hot reserve back (section 5). */

@@ -767,6 +767,14 @@ static inline uint32_t tslab_run_words(const tslab_run_t* s) {
   return s->cls == TSLAB_CLASSES ? (s->bumped + 63) >> 6 : s->words;
 }
 
+/* Whether run r is on the owner list that starts at s (fork child only: the
+ * lists are the owner's and the world is stopped). */
+static inline bool tslab_list_holds(const tslab_run_t* s, const tslab_run_t* r) {
+  for (; s; s = s->bin_next)
+    if (s == r) return true;
+  return false;
+}
+
 static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
   uint64_t bit = 1ull << (idx & 63);
   return (atomic_load_explicit(&bits[2 * (idx >> 6)], memory_order_relaxed) & bit) &&
@@ -830,10 +838,14 @@ TSLAB_INTERNAL void tslab_fork_init(void);
 /* Fork child repairs (src/fork.c), single-threaded, locks free. */
 TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a);
-TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a);
+/* Returns the slabs of caches whose thread vanished inside a window that
+ * no list holds (linked by heap_next), for tslab_tcache_fork_adopt. */
+TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
+TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc);
+TSLAB_INTERNAL void tslab_tcache_fork_adopt(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_fork_flush(tslab_t* a, tslab_tcache_t* tc);
 
 /* A thread's (instance, cache) pair. `id` is the instance's unique id, or 0

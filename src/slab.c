@@ -330,18 +330,22 @@ static bool block_held(tslab_t* a, tslab_run_t* s) {
   tslab_tcache_t* tc = atomic_load(&s->owner);
   uint64_t era = atomic_load(&s->era);
   tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
-  if (atomic_load(&sc->era) != era) return false;
-  if (sc->blk == s) return true;
-  for (tslab_run_t* b = sc->full; b; b = b->bin_next)
-    if (b == s) return true;
-  return false;
+  return atomic_load(&sc->era) == era && (sc->blk == s || tslab_list_holds(sc->full, s));
 }
 
-TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
+/* fork child: whether attached slab s is its bin's current slab or on one
+ * of the bin's lists. */
+static bool slab_held(tslab_t* a, tslab_run_t* s) {
+  tslab_tcache_t* tc = atomic_load(&s->owner);
+  tslab_bin_t* bin = tslab_bin(a, tc, atomic_load(&s->era), s->cls);
+  return bin->cur == s || tslab_list_holds(bin->ready, s) || tslab_list_holds(bin->parked, s);
+}
+
+TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a) {
   uint64_t counts[TSLAB_CLASSES] = {0};
   /* Runs to give back, after the walk: a release may merge runs the walk
    * has yet to step over. */
-  tslab_run_t *ownerless = NULL, *empty = NULL;
+  tslab_run_t *ownerless = NULL, *empty = NULL, *unlisted = NULL;
   for (size_t g = 0; g < a->heap.top;) {
     tslab_run_t* s = atomic_load(&a->map[g]);
     if (!s || s->start != a->base + (g << TSLAB_GRANULE_SHIFT) || s->granules == 0) break;
@@ -375,9 +379,20 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
         ownerless = s;
         continue;
       }
-      if (kind == TSLAB_RUN_SLAB) counts[s->cls]++;
-      if (owner->forked_busy) repair_attached(a, s, kind == TSLAB_RUN_BLOCK);
-      continue;
+      bool unheld = owner->forked_busy && kind == TSLAB_RUN_SLAB && !slab_held(a, s);
+      if (unheld && !tslab_era_active(a, atomic_load(&s->era))) {
+        /* Off its bin's lists when a close the repair completed detached
+         * the cache's runs of its era: detached now, as the close would. */
+        tslab_run_detach(a, s);
+      } else {
+        if (kind == TSLAB_RUN_SLAB) counts[s->cls]++;
+        if (unheld) {
+          s->heap_next = unlisted;
+          unlisted = s;
+        }
+        if (owner->forked_busy) repair_attached(a, s, kind == TSLAB_RUN_BLOCK);
+        continue;
+      }
     }
     if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* the deferred retire below drops it */
     int64_t live = 0;
@@ -403,6 +418,7 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
     empty = s->heap_next;
     tslab_run_retire(a, s);
   }
+  return unlisted;
 }
 
 #define REPORT(...)                                                      \

@@ -374,7 +374,9 @@ static void slot_stop_block(tslab_slot_cache_t* sc) {
   if (!b) return;
   write_begin(&sc->seq);
   tslab_block_stop(b, sc->top);
+  tslab_hook_point(TSLAB_HOOK_BLOCK_STOPPED);
   list_push(&sc->full, b, TSLAB_LIST_FULL);
+  tslab_hook_point(TSLAB_HOOK_BLOCK_LISTED);
   LINK_STORE(sc->blk, NULL);
   __atomic_store_n(&sc->top, NULL, __ATOMIC_RELAXED);
   sc->end = sc->base = NULL;
@@ -578,7 +580,10 @@ static void park(tslab_bin_t* bin, tslab_run_t* s) {
 static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
   bin_set_mask(bin, 0);
   tslab_run_t* old = bin->cur;
-  if (old) park(bin, old);
+  if (old) {
+    park(bin, old);
+    tslab_hook_point(TSLAB_HOOK_SLAB_PARKED);
+  }
   s->list = TSLAB_LIST_CUR;
   bin_set_cur(bin, s);
 }
@@ -908,6 +913,81 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
     tslab_busy_exit(tc);
   }
   tslab_block_release_reserve(a, tc, false);
+}
+
+/* ---- fork child (7.6) ---- */
+
+/* Give every run reachable from *head along its forward links the back link
+ * and list tag of its place: a change the thread left part way wrote the
+ * forward link that makes it (list_push: the head, last; list_remove: the
+ * predecessor's, first), so the forward chain is the list. */
+static void relink(tslab_run_t** head, uint8_t which) {
+  tslab_run_t* prev = NULL;
+  for (tslab_run_t* s = *head; s; prev = s, s = s->bin_next) {
+    s->bin_prev = prev;
+    s->list = which;
+  }
+}
+
+/* The bump state of a slot whose thread may have been part way through a
+ * block's stop or install. `blk` is written last by an install and cleared
+ * right after the stop put the block on the full list, so: a block on the
+ * full list has stopped (finish the stop); a `blk` that is not there is
+ * still bumping (undo a stop begun: its counts are rebuilt from the bitmap
+ * afterwards, 7.6); no `blk` means no bump state (an install that had not
+ * published its block drops it: on no list, the runs' repair detaches it). */
+static void fork_repair_bump(tslab_slot_cache_t* sc) {
+  relink(&sc->full, TSLAB_LIST_FULL);
+  tslab_run_t* b = sc->blk;
+  if (b && tslab_list_holds(sc->full, b)) {
+    sc->blk = NULL;
+    b = NULL;
+  }
+  if (!b) {
+    sc->top = sc->end = sc->base = NULL;
+    return;
+  }
+  b->list = TSLAB_LIST_CUR;
+  b->bin_next = b->bin_prev = NULL;
+  TSLAB_RSTORE(b->bumped, 0);
+  TSLAB_RSTORE(b->hint, 0);
+}
+
+/* fork child, for a cache whose thread vanished inside a window, before the
+ * runs' repair: lists and bump states as if the thread's last change had
+ * finished or not begun. A current slab that is on a list as well was being
+ * replaced (make_current parks the old one first): the bin has no current
+ * slab. A slab the change had taken off every list is found by the runs'
+ * repair (tslab_runs_fork_repair) and comes back through
+ * tslab_tcache_fork_adopt. */
+TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    fork_repair_bump(&tc->slots[slot]);
+    for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+      tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
+      relink(&bin->ready, TSLAB_LIST_READY);
+      relink(&bin->parked, TSLAB_LIST_PARKED);
+      tslab_run_t* cur = bin->cur;
+      if (!cur) continue;
+      if (tslab_list_holds(bin->ready, cur) || tslab_list_holds(bin->parked, cur)) {
+        bin->cur = NULL;
+        atomic_store(&bin->mask, 0);
+        bin->word = NULL;
+      } else {
+        cur->list = TSLAB_LIST_CUR;
+      }
+    }
+  }
+}
+
+/* A slab its owner had taken off every list (a refill between taking it
+ * and making it current, a new slab not yet current, an empty one on its
+ * way to the heap) goes on its bin's ready list; the flush that follows
+ * settles it. */
+TSLAB_INTERNAL void tslab_tcache_fork_adopt(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
+  tslab_bin_t* bin = tslab_bin(a, tc, atomic_load(&s->era), s->cls);
+  s->bin = bin;
+  list_push(&bin->ready, s, TSLAB_LIST_READY);
 }
 
 /* fork child, for a cache whose thread vanished inside a window, after the

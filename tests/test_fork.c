@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -362,8 +363,126 @@ static void test_fork_drain(void) {
   tslab_destroy(drain_inst);
 }
 
+/* A thread held part way through a change of its cache's lists or bump
+ * state when the fork comes (the fork's wait for busy windows times out):
+ * between a block's stop and its place on the full list, between that and
+ * the end of the stop, or between parking a bin's current slab and
+ * installing the next. The child's repair (7.6) finishes or undoes the
+ * change: the child passes tslab_check, and a thread that adopts the
+ * vanished thread's cache allocates in the same era without handing out
+ * memory that is still live, frees everything, and the era closes. */
+enum { MID_OBJS = 600, MID_HELD = 512, MID_SIZE = 64 };
+static tslab_t* mid_inst;
+static tslab_epoch_t mid_era;
+static int mid_point;
+static void* mid_objs[MID_OBJS];
+static _Thread_local bool mid_worker;
+/* 1: held at the hook, 2: let go; -1: failed */
+static atomic_int mid_stage;
+
+static void mid_hook(int point) {
+  int expected = 0;
+  if (point != mid_point || !mid_worker || !atomic_compare_exchange_strong(&mid_stage, &expected, 1)) return;
+  while (atomic_load(&mid_stage) != 2) sched_yield();
+}
+
+static void* mid_owner(void* arg) {
+  (void)arg;
+  mid_worker = true;
+  for (int i = 0; i < MID_OBJS; i++) {
+    if (!(mid_objs[i] = tslab_alloc(mid_inst, MID_SIZE, mid_era))) {
+      atomic_store(&mid_stage, -1);
+      return NULL;
+    }
+  }
+  if (atomic_load(&mid_stage) == 0) atomic_store(&mid_stage, -1); /* the hook never fired */
+  return NULL;
+}
+
+/* Child: allocate where the held thread left off; no object may be one of
+ * the held thread's (still live), nor handed out twice. */
+static void* mid_adopter(void* arg) {
+  (void)arg;
+  void* mine[MID_HELD];
+  for (int i = 0; i < MID_HELD; i++) {
+    if (!(mine[i] = tslab_alloc(mid_inst, MID_SIZE, mid_era))) return (void*)1;
+    memset(mine[i], 0xA5, MID_SIZE);
+    for (int k = 0; k < MID_OBJS && mid_objs[k]; k++)
+      if ((char*)mine[i] < (char*)mid_objs[k] + MID_SIZE && (char*)mid_objs[k] < (char*)mine[i] + MID_SIZE)
+        return (void*)2;
+  }
+  for (int i = 0; i < MID_HELD; i++)
+    if (!tslab_free(mid_inst, mine[i])) return (void*)3;
+  return NULL;
+}
+
+static int mid_child(void) {
+  char report[256];
+  if (tslab_check(mid_inst, report, sizeof report)) {
+    (void)!write(2, report, strnlen(report, sizeof report));
+    return 1;
+  }
+  if (DRAIN_CHILD_THREADS) {
+    pthread_t t;
+    void* res = (void*)1;
+    if (pthread_create(&t, NULL, mid_adopter, NULL) != 0 || pthread_join(t, &res) != 0) return 2;
+    if (res) return 10 + (int)(uintptr_t)res;
+  }
+  for (int i = 0; i < MID_OBJS && mid_objs[i]; i++)
+    if (!tslab_free(mid_inst, mid_objs[i])) return 3;
+  tslab_epoch_advance(mid_inst);
+  if (tslab_epoch_close(mid_inst, mid_era) != TSLAB_OK) return 4;
+  if (tslab_check(mid_inst, report, sizeof report)) {
+    (void)!write(2, report, strnlen(report, sizeof report));
+    return 5;
+  }
+  return 0;
+}
+
+static void test_fork_midway(int point) {
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  if (point == TSLAB_HOOK_SLAB_PARKED) cfg.block_budget = 0; /* class slabs from the first object */
+  mid_inst = tslab_create(&cfg);
+  REQUIRE(mid_inst != NULL);
+  mid_era = tslab_epoch_advance(mid_inst); /* the first era bumps no blocks */
+  mid_point = point;
+  memset(mid_objs, 0, sizeof mid_objs);
+  atomic_store(&mid_stage, 0);
+  tslab_hook_set(mid_hook);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, mid_owner, NULL) == 0);
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (atomic_load(&mid_stage) == 0) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    REQUIRE(now.tv_sec - start.tv_sec < DRAIN_DEADLINE_S);
+    sched_yield();
+  }
+  REQUIRE(atomic_load(&mid_stage) == 1);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(mid_child());
+  int status = 0;
+  int done = wait_child(pid, &status);
+  atomic_store(&mid_stage, 2);
+  pthread_join(t, NULL);
+  tslab_hook_set(NULL);
+  if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fprintf(stderr, "midway fork at hook %d: child %s %d\n", point,
+            done && WIFEXITED(status) ? "exited with" : "hung or was killed",
+            done && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  CHECK(done && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (int i = 0; i < MID_OBJS; i++) CHECK(tslab_free(mid_inst, mid_objs[i]));
+  CHECK_CONSISTENT(mid_inst);
+  tslab_destroy(mid_inst);
+}
+
 int main(void) {
   test_fork_drain();
+  test_fork_midway(TSLAB_HOOK_BLOCK_STOPPED);
+  test_fork_midway(TSLAB_HOOK_BLOCK_LISTED);
+  test_fork_midway(TSLAB_HOOK_SLAB_PARKED);
   test_fork_stale_entry();
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
