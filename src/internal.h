@@ -325,13 +325,16 @@ typedef struct tslab_events {
 } tslab_events_t;
 
 struct tslab_tcache {
-  _Atomic uint64_t busy;      /* owner writes: odd inside a window (section 6) */
-  /* The attached thread's id (tslab_thread_id), 0 while abandoned; written
-   * under the registry mutex, read by the free fast path. */
+  /* Read-mostly, apart from the lines the owner writes: every thread's free
+   * fast path reads `tid` of the run's owner, and with `busy` in its line a
+   * cross-thread free missed on it each time the owner had entered a window
+   * since. The attached thread's id (tslab_thread_id), 0 while abandoned;
+   * written under the registry mutex. */
   _Atomic uintptr_t tid;
   tslab_t* inst;
   tslab_slot_cache_t* slots;  /* ring_size entries, after the bins in the mapping */
-  pthread_mutex_t mu;         /* notify list, detach, folds (and their stat_seq) */
+  _Atomic uint64_t busy __attribute__((aligned(64))); /* owner writes: odd inside a window (section 6) */
+  pthread_mutex_t mu __attribute__((aligned(64))); /* notify list, detach, folds (and their stat_seq) */
   tslab_run_t* notify_head;   /* mu */
   _Atomic uint32_t notify_pending;
   /* Remote frees into this cache's blocks (non-owners add, relaxed): the
