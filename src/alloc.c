@@ -41,6 +41,7 @@ static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* 
     for (uint32_t i = 0; i < s->capacity; i++) atomic_store_explicit(&g[i], base, memory_order_relaxed);
     s->gens_cap = s->capacity;
     atomic_store_explicit(&s->gens, g, memory_order_release);
+    s->has_gens = 1;
   }
   *gen = atomic_load_explicit(&g[idx], memory_order_relaxed);
   return true;
@@ -291,11 +292,11 @@ static inline bool free_local_settles(const tslab_run_t* s) {
  * bitmap: a handle generation to bump, or a run to settle. A slot set aside
  * again needs no look at `used`, which the free has just added to. */
 static inline bool free_local_rare(const tslab_run_t* s, int done) {
-  return (done == FREE_CLEARED && free_local_settles(s)) || atomic_load_explicit(&s->gens, memory_order_relaxed);
+  return (done == FREE_CLEARED && free_local_settles(s)) || s->has_gens;
 }
 
 static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx) {
-  if (atomic_load_explicit(&s->gens, memory_order_relaxed)) tslab_slab_bump_gen(s, idx);
+  if (s->has_gens) tslab_slab_bump_gen(s, idx);
   if (free_local_settles(s)) tslab_tcache_settle(a, tc, s);
 }
 

@@ -100,6 +100,7 @@ static void desc_strip(tslab_t* a, tslab_run_t* r) {
   r->bits_cap = 0;
   TSLAB_RSTORE(r->starts, NULL);
   atomic_store_explicit(&r->gens, NULL, memory_order_relaxed);
+  r->has_gens = 0;
 }
 
 /* Move every descriptor of limbo whose grace period has passed to the free

@@ -74,7 +74,7 @@ typedef struct tslab_class_info {
   uint32_t granules;  /* slab length */
   uint32_t capacity;  /* objects per slab */
   uint32_t words;     /* bitmap words */
-  uint64_t recip;     /* ceil(2^40 / size): slot = (offset * recip) >> 40 */
+  uint32_t recip;     /* ceil(2^32 / size): slot = (offset * recip) >> 32 */
 } tslab_class_info_t;
 
 TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
@@ -150,9 +150,11 @@ struct tslab_run {
   /* Line 0: everything the free fast path reads. The geometry is written by
    * the formatter inside `seq` (docs/ARCHITECTURE.md section 4). */
   uint8_t* start;
-  uint64_t recip;
-  uint32_t obj_size;          /* blocks: the 16-byte unit */
-  uint32_t capacity;          /* slots (blocks: units) */
+  /* ceil(2^32 / obj_size): slot = (offset * recip) >> 32, exact for every
+   * offset that is a multiple of obj_size, since offsets stay below 2^18. */
+  uint32_t recip;
+  uint16_t obj_size;          /* blocks: the 16-byte unit */
+  uint16_t capacity;          /* slots (blocks: units) */
   _Atomic uint64_t era;
   _Atomic(tslab_tcache_t*) owner;
   _Atomic uint64_t* bits;     /* word pairs: [2w] alloc, [2w + 1] remote */
@@ -162,16 +164,18 @@ struct tslab_run {
    * closer at detach; statistics read it. */
   _Atomic uint64_t usage;
   struct tslab_bin* bin;      /* owner only: the bin holding a slab; NULL for blocks */
+  uint8_t list;               /* owner only: enum tslab_bin_list */
+  uint8_t cls;                /* blocks: TSLAB_CLASSES */
+  /* Owner only: `gens` is attached, so a local free bumps a generation; a
+   * copy in this line because `gens` is in the next, which a local free
+   * would otherwise read every time. */
+  uint8_t has_gens;
 
-  /* Line 1 on. */
-  _Atomic uint32_t seq;       /* odd while the geometry is written */
+  /* Line 1 on (`seq` shares its word with `granules` only: section 4). */
+  _Atomic uint32_t seq __attribute__((aligned(8))); /* odd while the geometry is written */
   uint32_t granules;
-  /* Next to `list`: a local free reads both (a handle generation to bump, a
-   * list to settle on), and a third line per free missed in cache. */
   _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
-  uint8_t cls;                /* blocks: TSLAB_CLASSES */
-  uint8_t list;               /* owner only: enum tslab_bin_list */
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
   uint8_t zeroed;             /* formatter: the heap gave memory that was released or never used */
   uint16_t words;
@@ -728,7 +732,7 @@ typedef struct tslab_run_view {
   uint8_t kind;
   uint8_t cls;
   uint32_t obj_size, capacity, words, granules;
-  uint64_t recip;
+  uint32_t recip;
   uint8_t* start;
   uint64_t era;
   _Atomic uint64_t* bits;
@@ -752,10 +756,10 @@ TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 
 /* Slot of p in run s, or UINT32_MAX when p is not the start of a slot. */
-static inline uint32_t tslab_slot_index(const uint8_t* start, uint64_t recip, uint32_t size, uint32_t capacity,
+static inline uint32_t tslab_slot_index(const uint8_t* start, uint32_t recip, uint32_t size, uint32_t capacity,
                                         const void* p) {
   uint64_t off = (uint64_t)((const uint8_t*)p - start);
-  uint32_t idx = (uint32_t)((off * recip) >> 40);
+  uint32_t idx = (uint32_t)((off * recip) >> 32);
   if (unlikely((uint64_t)idx * size != off || idx >= capacity)) return UINT32_MAX;
   return idx;
 }
@@ -989,6 +993,11 @@ static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
 #define TSLAB_USED_MASK ((1ull << TSLAB_USED_BITS) - 1)
 /* used counts slots (block units), allocated or set aside: at most the
  * capacity. */
+_Static_assert(TSLAB_SMALL_MAX <= UINT16_MAX && TSLAB_MAX_SLOTS <= UINT16_MAX && TSLAB_BLOCK_UNITS <= UINT16_MAX &&
+                   ((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) <= ((size_t)1 << 18) &&
+                   offsetof(tslab_run_t, has_gens) < 64,
+               "a run's geometry fits its 16-bit fields, (offset * recip) >> 32 is exact below 2^18, and what a "
+               "local free reads is on the descriptor's first line");
 _Static_assert(TSLAB_BLOCK_UNITS <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,
                "used must fit its bits of usage");
 _Static_assert(TSLAB_BLOCK_UNITS <= (1u << TSLAB_HANDLE_SLOT_BITS) && TSLAB_MAX_SLOTS <= (1u << TSLAB_HANDLE_SLOT_BITS),
@@ -1008,7 +1017,7 @@ static inline uint32_t tslab_slab_used(const tslab_run_t* s) {
 _Static_assert(((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) / TSLAB_SMALL_MAX >= (1u << TSLAB_READY_SHIFT),
                "the largest class's slab holds at least eight slots (src/size_class.c)");
 static inline bool tslab_slab_parked_ready(const tslab_run_t* s) {
-  return tslab_slab_used(s) <= s->capacity - (s->capacity >> TSLAB_READY_SHIFT);
+  return tslab_slab_used(s) <= (uint32_t)s->capacity - (s->capacity >> TSLAB_READY_SHIFT);
 }
 
 static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {

@@ -12,7 +12,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   tslab_run_t* r = tslab_heap_alloc(a, tc, granules, align_granules);
   if (!r) return NULL;
   TSLAB_RSTORE(r->gen, atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed));
-  TSLAB_RSTORE(r->capacity, 1u);
+  TSLAB_RSTORE(r->capacity, (uint16_t)1);
   atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&r->era, era, memory_order_relaxed);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);

@@ -34,7 +34,7 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     ci->granules = g;
     ci->capacity = (uint32_t)n;
     ci->words = (uint32_t)((n + 63) / 64);
-    ci->recip = ((1ull << 40) + ci->size - 1) / ci->size;
+    ci->recip = (uint32_t)(((1ull << 32) + ci->size - 1) / ci->size);
   }
   /* Sizes 8k-7 .. 8k share an entry; the class must hold the largest, 8k. */
   uint32_t c = 0;

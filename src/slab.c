@@ -26,8 +26,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   }
   TSLAB_RSTORE(s->cls, (uint8_t)cls);
   TSLAB_RSTORE(s->words, (uint16_t)ci->words);
-  TSLAB_RSTORE(s->obj_size, ci->size);
-  TSLAB_RSTORE(s->capacity, ci->capacity);
+  TSLAB_RSTORE(s->obj_size, (uint16_t)ci->size);
+  TSLAB_RSTORE(s->capacity, (uint16_t)ci->capacity);
   TSLAB_RSTORE(s->recip, ci->recip);
   for (uint32_t w = 0; w < ci->words; w++) {
     atomic_store_explicit(&s->bits[2 * w], padding(s, w), memory_order_relaxed);
@@ -116,12 +116,12 @@ TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_t* a, tslab_run_t* s) {
    * exchange: a hint set after it stays set for the next look, whatever
    * this pass reads of the words. */
   if (!atomic_load_explicit(&s->remote_hint, memory_order_relaxed) ||
-      !atomic_exchange_explicit(&s->remote_hint, 0, memory_order_acquire))
+      !atomic_exchange_explicit(&s->remote_hint, 0, memory_order_seq_cst))
     return 0;
   uint32_t n = 0, invalid = 0;
   for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
-    if (!atomic_load_explicit(&s->bits[2 * w + 1], memory_order_relaxed)) continue;
-    uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_acq_rel);
+    if (!atomic_load_explicit(&s->bits[2 * w + 1], memory_order_seq_cst)) continue;
+    uint64_t r = atomic_exchange_explicit(&s->bits[2 * w + 1], 0, memory_order_seq_cst);
     uint64_t al = atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed);
     uint64_t valid = r & al;
     /* A remote bit without its alloc bit: a local and a remote free of the
@@ -185,7 +185,13 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* 
       return detached_free(a, s, idx);
     return true;
   }
-  atomic_store_explicit(&s->remote_hint, 1, memory_order_release);
+  /* Every remote free of the run would write the hint's line, which run
+   * views read too: store it only when it is clear. A 1 this load reads is
+   * taken by an owner's exchange that comes after the load in the single
+   * order of seq_cst operations, and that owner's word exchange then sees
+   * this free's bit (3.1). */
+  if (!atomic_load_explicit(&s->remote_hint, memory_order_seq_cst))
+    atomic_store_explicit(&s->remote_hint, 1, memory_order_release);
   *notify = atomic_load_explicit(&s->notify, memory_order_seq_cst) == TSLAB_NOTIFY_ARMED;
   return true;
 }

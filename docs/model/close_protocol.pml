@@ -372,7 +372,12 @@ inline nonowner_free(t, i, st, m, old) {
            :: old & BIT(i) -> detached_free(i, old)      /* took it back: ours */
            :: else -> skip                               /* the closer took it */
            fi
-        :: else -> atomic { TOUCH(); hint = 1 }          /* release */
+        :: else ->                                       /* the hint, stored only when clear */
+           atomic { TOUCH(); old = hint };               /* seq_cst load */
+           if
+           :: !old -> atomic { TOUCH(); hint = 1 }       /* release */
+           :: else -> skip
+           fi
         fi
 #endif
      :: else -> atomic { TOUCH() }; fail_ended(i)        /* free-all ended it */
