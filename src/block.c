@@ -138,6 +138,30 @@ TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top) {
   tslab_slab_used_add(b, -(int64_t)(TSLAB_BLOCK_UNITS - objects));
 }
 
+/* fork child: bumping block b of a cache whose thread may have been part way
+ * through a bump or through stopping b. `top` is the last object published:
+ * later boundaries and bits go (that object is unreachable in the child),
+ * and `used` gets its bias back (3.4): every unit, less the objects freed. */
+TSLAB_INTERNAL void tslab_block_fork_rewind(tslab_run_t* b, uint8_t* top) {
+  uint32_t units = (uint32_t)((size_t)(top - b->start) >> TSLAB_UNIT_SHIFT);
+  uint32_t objects = 0, live = 0;
+  for (uint32_t w = 0; w <= TSLAB_BLOCK_WORDS; w++) {
+    uint64_t keep_start = w < (units >> 6) ? ~0ull : w == (units >> 6) ? (2ull << (units & 63)) - 1 : 0;
+    uint64_t st = atomic_load(&b->starts[w]) & keep_start;
+    atomic_store(&b->starts[w], st);
+    objects += tslab_popcount(st);
+    if (w == TSLAB_BLOCK_WORDS) break;
+    uint64_t keep = w < (units >> 6) ? ~0ull : w == (units >> 6) ? (1ull << (units & 63)) - 1 : 0;
+    uint64_t al = atomic_load(&b->bits[2 * w]) & keep;
+    atomic_store(&b->bits[2 * w], al);
+    atomic_store(&b->bits[2 * w + 1], atomic_load(&b->bits[2 * w + 1]) & al);
+    live += tslab_popcount(al);
+  }
+  TSLAB_RSTORE(b->bumped, 0);
+  TSLAB_RSTORE(b->hint, 0);
+  atomic_store(&b->usage, (atomic_load(&b->usage) & ~TSLAB_USED_MASK) | (TSLAB_BLOCK_UNITS - ((objects - 1) - live)));
+}
+
 /* Size of the object starting at `unit`: up to the next boundary. */
 TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t unit) {
   uint32_t w = unit >> 6;

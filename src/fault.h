@@ -35,7 +35,9 @@ enum tslab_hook_id {
   TSLAB_HOOK_DRAIN_PARTWAY = 4,   /* an owner has settled one queued slab of a notification drain, more remain */
   TSLAB_HOOK_BLOCK_STOPPED = 5,   /* a block that stops bumping has its final counts, is not on the full list yet */
   TSLAB_HOOK_BLOCK_LISTED = 6,    /* that block is on its slot's full list, still the slot's bumping block */
-  TSLAB_HOOK_SLAB_PARKED = 7      /* a bin changing its current slab has parked the old one, not installed the new */
+  TSLAB_HOOK_SLAB_PARKED = 7,     /* a bin changing its current slab has parked the old one, not installed the new */
+  TSLAB_HOOK_RETIRE_COUNTED = 8,  /* a retire has uncounted a run from its era, not yet cleared its owner */
+  TSLAB_HOOK_BUMP_MARKED = 9      /* a refill's bump has set the object's bits, not yet moved top */
 };
 void tslab_hook_set(void (*hook)(int point));
 

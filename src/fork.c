@@ -5,17 +5,18 @@
  * heap) so no structure they guard is half-updated, and waits a little for
  * other threads to leave their busy windows. In the child, caches of threads
  * that do not exist there are abandoned (the next thread adopts them), and
- * what vanished threads left half-done is finished or rolled back: closes in
- * progress are completed, eras being opened are marked closed, runs being
- * formatted or released go back to the heap, detached runs get their live
- * counts from their bits, and a cache whose thread was inside a window (the
- * wait above timed out) first gets its lists rebuilt from their forward
- * links and its half-made list change, block stop or slab change finished
- * or undone; its runs get their `used` counts from their bits, its bump
- * rolled back to its last published top, and a slab no list holds goes
- * back on its bin's ready list; then the cache is
- * flushed as the thread's exit would have (which finishes a notification
- * drain it had started). The child passes tslab_check. */
+ * what vanished threads left half-done is finished or rolled back, in this
+ * order: every cache's lists are rebuilt from their forward links and its
+ * half-made list change, bump, block stop or slab change finished or undone
+ * (a thread closing its own era changes its cache outside any window);
+ * spans and heap runs half-made or half-given-back are settled; the runs of
+ * a cache whose thread was inside a window (the wait above timed out) get
+ * their `used` counts from their bits, and its slabs no list holds go back
+ * on their bins' ready lists; closes in progress are completed and eras
+ * being opened opened; detached runs get their live counts from their
+ * bits, and run counts are recounted; then a cache whose thread was inside
+ * a window is flushed as the thread's exit would have (which finishes a
+ * notification drain it had started). The child passes tslab_check. */
 #include <sched.h>
 
 #include "internal.h"
@@ -64,16 +65,18 @@ static void repair(tslab_t* a) {
     tslab_tcache_end_sections(a, tc);
     if (atomic_load(&tc->tid) && !tslab_tls_owns(tc)) tslab_tcache_park_locked(a, tc);
   }
-  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
-    if (tc->forked_busy) tslab_tcache_fork_relink(a, tc);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) tslab_tcache_fork_relink(a, tc);
   tslab_large_fork_repair(a);
   tslab_heap_fork_repair(a);
-  tslab_epoch_fork_repair(a);
-  for (tslab_run_t *s = tslab_runs_fork_repair(a), *next; s; s = next) {
+  /* Counts and lists whole before a close in progress is completed: its
+   * detach folds `used` and walks the lists. */
+  for (tslab_run_t *s = tslab_runs_fork_reown(a), *next; s; s = next) {
     next = s->heap_next;
     s->heap_next = NULL;
     tslab_tcache_fork_adopt(a, atomic_load(&s->owner), s);
   }
+  tslab_epoch_fork_repair(a);
+  tslab_runs_fork_repair(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
     if (tc->forked_busy) tslab_tcache_fork_flush(a, tc);
   /* A cache whose thread is gone gives its hot reserve back (section 5). */

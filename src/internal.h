@@ -364,7 +364,7 @@ struct tslab_tcache {
   bool forked_busy;
   /* Counts at adoption: a thread's own counts start there (registry mutex). */
   tslab_stats_thread_t adopted;
-  tslab_bin_t bins[];         /* ring_size * TSLAB_CLASSES */
+  tslab_bin_t bins[];         /* tslab_bins_count: (ring_size + 1) * TSLAB_CLASSES */
 };
 
 /* Counters of detached bins, summed by a closer before it adds them to the
@@ -827,7 +827,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
                                              tslab_run_t** detached, tslab_run_t** drained, tslab_fold_t* sum,
                                              bool ending);
 /* The counts of the slot's era held by this cache (current less base). */
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
 /* The bin of (era, cls), counting for the era (owner, era active, claimed). */
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);
@@ -845,9 +845,12 @@ TSLAB_INTERNAL void tslab_fork_init(void);
 /* Fork child repairs (src/fork.c), single-threaded, locks free. */
 TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a);
-/* Returns the slabs of caches whose thread vanished inside a window that
- * no list holds (linked by heap_next), for tslab_tcache_fork_adopt. */
-TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a);
+/* Recounts the runs of caches whose thread vanished inside a window;
+ * returns their slabs no list holds (linked by heap_next), for
+ * tslab_tcache_fork_adopt. */
+TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a);
+TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a);
+TSLAB_INTERNAL void tslab_block_fork_rewind(tslab_run_t* b, uint8_t* top);
 TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
@@ -885,17 +888,21 @@ static inline tslab_tcache_t* tslab_cache_first(tslab_t* a) {
   return atomic_load_explicit(&a->caches, memory_order_acquire);
 }
 
-/* Bins are laid out slot-major: the bins one era uses lie side by side. With
- * the classes of a slot a ring's worth of bins apart (2 KiB at 16 slots),
- * every bin a thread used fell into the same two sets of a 64-set L1 cache,
- * and a program with more than a couple dozen live classes missed on every
- * bin it touched. */
-static inline tslab_bin_t* tslab_bin_at(tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
-  return &tc->bins[(size_t)slot * TSLAB_CLASSES + cls];
+/* Bins are laid out class-major, so that the bins of one class in every
+ * ring slot share pages (a thread whose epochs cycle through the ring
+ * touches a page per class, not a run of pages per slot), with one unused
+ * bin after each class: without it the classes of a slot were a power of
+ * two apart (a ring's worth of bins, 4 KiB) and all fell into one set of a
+ * 64-set L1 cache, so a program using more than a dozen classes missed on
+ * every bin it touched. Index: cls * (ring_size + 1) + slot. */
+static inline size_t tslab_bins_count(const tslab_t* a) { return ((size_t)a->ring_size + 1) * TSLAB_CLASSES; }
+
+static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
+  return &tc->bins[((size_t)cls << a->ring_shift) + cls + slot];
 }
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
-  return tslab_bin_at(tc, (uint32_t)(era & a->ring_mask), cls);
+  return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 /* Padding bits of the last alloc word of a slab: slots past the capacity are
@@ -89,6 +90,7 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
       tslab_era_count_run(a, atomic_load_explicit(&s->era, memory_order_relaxed), -1, -(int64_t)bytes);
     }
     if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+    tslab_hook_point(TSLAB_HOOK_RETIRE_COUNTED);
     atomic_store_explicit(&s->owner, NULL, memory_order_release);
   }
   /* Runs of an era that is still active may stay in the pool beyond its
@@ -285,48 +287,22 @@ TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* 
   return v->kind == TSLAB_RUN_SLAB || v->kind == TSLAB_RUN_BLOCK || v->kind == TSLAB_RUN_LARGE;
 }
 
-/* Fork child (src/fork.c): detached runs get their live counts from their
- * bits (a vanished closer may not have added its delta, a vanished freer may
- * have left a remote bit), drained ones are retired, the others listed on
- * their era; class counts are recounted from the heap. */
 /* fork child: run s, attached to a cache whose thread was inside a window
  * at the fork, may carry that thread's half-done fast path (a slot taken
- * out of the mask but not yet marked, a bit cleared before `used` followed,
- * a bump whose bits were set before `top` moved). That thread does not exist
- * here, so nothing it was doing can be reached: roll it back and recount. */
-static void repair_attached(tslab_t* a, tslab_run_t* s, bool block) {
-  tslab_tcache_t* tc = atomic_load(&s->owner);
-  uint64_t era = atomic_load(&s->era);
-  tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+ * out of the mask but not yet marked, a bit cleared before `used` followed).
+ * That thread does not exist here, so nothing it was doing can be reached:
+ * roll it back and recount. (The slot's bumping block was rewound with its
+ * bump state, tslab_tcache_fork_relink.) */
+static void repair_attached(tslab_run_t* s, bool block) {
   uint32_t used = 0;
-  if (block && sc->blk == s) {
-    /* The bump state's top is the last object published: later bits go. */
-    uint32_t top = (uint32_t)((size_t)(sc->top - s->start) >> TSLAB_UNIT_SHIFT);
-    uint32_t objects = 0, live = 0;
-    for (uint32_t w = 0; w <= TSLAB_BLOCK_WORDS; w++) {
-      uint64_t keep_start = w < (top >> 6) ? ~0ull : w == (top >> 6) ? (2ull << (top & 63)) - 1 : 0;
-      uint64_t st = atomic_load(&s->starts[w]) & keep_start;
-      atomic_store(&s->starts[w], st);
-      objects += tslab_popcount(st);
-      if (w == TSLAB_BLOCK_WORDS) break;
-      uint64_t keep = w < (top >> 6) ? ~0ull : w == (top >> 6) ? (1ull << (top & 63)) - 1 : 0;
-      uint64_t al = atomic_load(&s->bits[2 * w]) & keep;
-      atomic_store(&s->bits[2 * w], al);
-      atomic_store(&s->bits[2 * w + 1], atomic_load(&s->bits[2 * w + 1]) & al);
-      live += tslab_popcount(al);
-    }
-    /* Biased while bumping (3.4): every unit, less the objects freed. */
-    used = TSLAB_BLOCK_UNITS - ((objects - 1) - live);
-  } else {
-    tslab_bin_t* bin = block ? NULL : s->bin;
-    for (uint32_t w = 0; w < s->words; w++) {
-      uint64_t al = atomic_load(&s->bits[2 * w]) & ~(block ? 0 : padding(s, w));
-      if (bin && bin->cur == s && bin->word == &s->bits[2 * w])
-        atomic_store(&bin->mask, atomic_load(&bin->mask) & ~atomic_load(&s->bits[2 * w]));
-      used += tslab_popcount(al);
-    }
-    if (bin && bin->cur == s) used += tslab_popcount(atomic_load(&bin->mask));
+  tslab_bin_t* bin = block ? NULL : s->bin;
+  for (uint32_t w = 0; w < s->words; w++) {
+    uint64_t al = atomic_load(&s->bits[2 * w]) & ~(block ? 0 : padding(s, w));
+    if (bin && bin->cur == s && bin->word == &s->bits[2 * w])
+      atomic_store(&bin->mask, atomic_load(&bin->mask) & ~atomic_load(&s->bits[2 * w]));
+    used += tslab_popcount(al);
   }
+  if (bin && bin->cur == s) used += tslab_popcount(atomic_load(&bin->mask));
   atomic_store(&s->usage, (atomic_load(&s->usage) & ~TSLAB_USED_MASK) | used);
 }
 
@@ -347,17 +323,54 @@ static bool slab_held(tslab_t* a, tslab_run_t* s) {
   return bin->cur == s || tslab_list_holds(bin->ready, s) || tslab_list_holds(bin->parked, s);
 }
 
-TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a) {
+/* fork child: the next slab or block of the heap from granule *g on (NULL at
+ * its end), with *g moved past it. */
+static tslab_run_t* next_run(tslab_t* a, size_t* g) {
+  while (*g < a->heap.top) {
+    tslab_run_t* s = atomic_load(&a->map[*g]);
+    if (!s || s->start != a->base + (*g << TSLAB_GRANULE_SHIFT) || s->granules == 0) return NULL;
+    *g += s->granules;
+    uint8_t kind = atomic_load(&s->kind);
+    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK) return s;
+  }
+  return NULL;
+}
+
+TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
+  tslab_run_t* unheld = NULL;
+  size_t g = 0;
+  for (tslab_run_t* s; (s = next_run(a, &g));) {
+    tslab_tcache_t* owner = atomic_load(&s->owner);
+    if (atomic_load(&s->mode) == TSLAB_DETACHED || !owner || !owner->forked_busy) continue;
+    bool block = atomic_load(&s->kind) == TSLAB_RUN_BLOCK;
+    if (block && owner->slots[atomic_load(&s->era) & a->ring_mask].blk == s) continue;
+    repair_attached(s, block);
+    if (!block && !slab_held(a, s)) {
+      s->heap_next = unheld;
+      unheld = s;
+    }
+  }
+  return unheld;
+}
+
+/* Fork child (src/fork.c), after the closes in progress were completed:
+ * detached runs get their live counts from their bits (a vanished closer may
+ * not have added its delta, a vanished freer may have left a remote bit),
+ * drained ones are retired, the others listed on their era. The class and
+ * era run counts are recounted from the heap: a thread can vanish between
+ * a run's count and the change it counts (a retire uncounts, then lets go;
+ * a close lists a detached block, then counts it). A slab counts for its
+ * era, a block once detached (7.5), while the era holds its ring slot;
+ * runs retired below are counted first, as their retire uncounts them. */
+TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
   uint64_t counts[TSLAB_CLASSES] = {0};
+  uint64_t era_runs[TSLAB_RING_MAX] = {0}, era_bytes[TSLAB_RING_MAX] = {0};
   /* Runs to give back, after the walk: a release may merge runs the walk
    * has yet to step over. */
-  tslab_run_t *ownerless = NULL, *empty = NULL, *unlisted = NULL;
-  for (size_t g = 0; g < a->heap.top;) {
-    tslab_run_t* s = atomic_load(&a->map[g]);
-    if (!s || s->start != a->base + (g << TSLAB_GRANULE_SHIFT) || s->granules == 0) break;
-    g += s->granules;
+  tslab_run_t *ownerless = NULL, *empty = NULL;
+  size_t g = 0;
+  for (tslab_run_t* s; (s = next_run(a, &g));) {
     uint8_t kind = atomic_load(&s->kind);
-    if (kind != TSLAB_RUN_SLAB && kind != TSLAB_RUN_BLOCK) continue;
     if (atomic_load(&s->mode) != TSLAB_DETACHED && kind == TSLAB_RUN_BLOCK && atomic_load(&s->owner) &&
         !block_held(a, s)) {
       /* A block its owner or a closer had taken off its slot's lists (to
@@ -373,8 +386,6 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a) {
         ownerless = s;
         continue;
       }
-      /* It counts for its era as a detached block holding objects (7.5). */
-      tslab_era_count_run(a, atomic_load(&s->era), 1, (int64_t)TSLAB_BLOCK_BYTES);
     }
     if (atomic_load(&s->mode) != TSLAB_DETACHED) {
       tslab_tcache_t* owner = atomic_load(&s->owner);
@@ -385,22 +396,16 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a) {
         ownerless = s;
         continue;
       }
-      bool unheld = owner->forked_busy && kind == TSLAB_RUN_SLAB && !slab_held(a, s);
-      if (unheld && !tslab_era_active(a, atomic_load(&s->era))) {
-        /* Off its bin's lists when a close the repair completed detached
-         * the cache's runs of its era: detached now, as the close would. */
-        tslab_run_detach(a, s);
-      } else {
-        if (kind == TSLAB_RUN_SLAB) counts[s->cls]++;
-        if (unheld) {
-          s->heap_next = unlisted;
-          unlisted = s;
-        }
-        if (owner->forked_busy) repair_attached(a, s, kind == TSLAB_RUN_BLOCK);
-        continue;
-      }
     }
-    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* the deferred retire below drops it */
+    uint64_t era = atomic_load(&s->era);
+    uint32_t slot = (uint32_t)(era & a->ring_mask);
+    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* a deferred retire below drops it */
+    if ((kind == TSLAB_RUN_SLAB || atomic_load(&s->mode) == TSLAB_DETACHED) &&
+        TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state)) == era) {
+      era_runs[slot]++;
+      era_bytes[slot] += (uint64_t)s->granules << TSLAB_GRANULE_SHIFT;
+    }
+    if (atomic_load(&s->mode) != TSLAB_DETACHED) continue;
     int64_t live = 0;
     for (uint32_t w = 0; w < s->words; w++) {
       uint64_t r = atomic_exchange(&s->bits[2 * w + 1], 0);
@@ -408,8 +413,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a) {
       live += tslab_popcount(al & ~(kind == TSLAB_RUN_SLAB ? padding(s, w) : 0));
     }
     atomic_store(&s->live, live);
-    uint64_t era = atomic_load(&s->era);
-    tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
+    tslab_epoch_slot_t* es = &a->slots[slot];
     if (live == 0) {
       s->heap_next = empty;
       empty = s;
@@ -418,13 +422,16 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_repair(tslab_t* a) {
     }
   }
   for (uint32_t c = 0; c < TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    atomic_store(&a->slots[slot].slabs, era_runs[slot]);
+    atomic_store(&a->slots[slot].slab_bytes, era_bytes[slot]);
+  }
   tslab_heap_retire_list(a, ownerless, false, NULL);
   while (empty) {
     tslab_run_t* s = empty;
     empty = s->heap_next;
     tslab_run_retire(a, s);
   }
-  return unlisted;
 }
 
 #define REPORT(...)                                                      \

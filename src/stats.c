@@ -44,7 +44,7 @@ static void sum_cache(tslab_t* a, tslab_tcache_t* tc, bool frees_pass, class_tot
     for (uint32_t word = 0; word < 2; word++) {
       for (uint64_t m = classes[word]; m; m &= m - 1) {
         uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-        tslab_bin_t* b = tslab_bin_at(tc, slot, c);
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, c);
         uint64_t al, fr;
         tslab_bin_read(b, &al, &fr);
         if (frees_pass) {
@@ -253,7 +253,7 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
     if (ld(&sc->era) != era) continue;
     tslab_window_enter(a, self);
     tslab_fold_t sum = {0};
-    tslab_tcache_era_counts(tc, slot, &sum);
+    tslab_tcache_era_counts(a, tc, slot, &sum);
     c->allocs += sum.allocs;
     c->frees += sum.frees;
     c->xfrees += sum.xfrees;
@@ -262,7 +262,7 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
     c->free_bytes += sum.free_bytes;
     for (uint32_t word = 0; word < 2; word++) {
       for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {
-        tslab_bin_t* b = tslab_bin_at(tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
         tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_ACQUIRE);
         c->empty += cur && tslab_slab_used(cur) == tslab_popcount(ld(&b->mask));
       }
@@ -403,7 +403,7 @@ TSLAB_INTERNAL void tslab_tcache_sum(tslab_t* a, tslab_tcache_t* tc, tslab_stats
       out->cached_slabs++;
     for (uint32_t word = 0; word < 2; word++) {
       for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {
-        tslab_bin_t* b = tslab_bin_at(tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+        tslab_bin_t* b = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
         out->cached_slabs += (__atomic_load_n(&b->cur, __ATOMIC_RELAXED) != NULL);
         for (tslab_run_t* s = __atomic_load_n(&b->ready, __ATOMIC_RELAXED); s; s = __atomic_load_n(&s->bin_next, __ATOMIC_RELAXED))
           out->cached_slabs++;

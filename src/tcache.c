@@ -398,12 +398,12 @@ static void slot_drop_block(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* 
 
 /* The bin starts counting for the slot's era: its cumulative counters'
  * values now are the era's zero (section 9). */
-static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
+static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_bin_t* bin) {
   /* A bin is set up the first time it is used: a cache has one per (ring
    * slot, class), most never used, and writing them all at creation would
    * make every page of them resident (hundreds of KiB per thread). */
   if (!bin->size) {
-    bin->cls = (uint32_t)((size_t)(bin - tc->bins) % TSLAB_CLASSES);
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) / (a->ring_size + 1));
     bin->size = tslab_classes[bin->cls].size;
   }
   uint64_t bit = 1ull << (bin->cls & 63);
@@ -425,7 +425,7 @@ static void bin_count_for_era(tslab_tcache_t* tc, tslab_slot_cache_t* sc, tslab_
 
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
-  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   return bin;
 }
 
@@ -474,6 +474,7 @@ static void* bump(tslab_slot_cache_t* sc, size_t size) {
   atomic_store_explicit(&sc->starts[e >> 6],
                         atomic_load_explicit(&sc->starts[e >> 6], memory_order_relaxed) | (1ull << (e & 63)),
                         memory_order_relaxed);
+  tslab_hook_point(TSLAB_HOOK_BUMP_MARKED);
   __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
   return top;
 }
@@ -614,7 +615,7 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
-  bin_count_for_era(tc, &tc->slots[era & a->ring_mask], bin);
+  bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
@@ -673,12 +674,12 @@ static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   sum->free_bytes += (fr - base_frees) * size;
 }
 
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
   tslab_slot_cache_t* sc = &tc->slots[slot];
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_acquire); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      bin_era_counts(tslab_bin_at(tc, slot, c), c, sum);
+      bin_era_counts(tslab_bin_at(a, tc, slot, c), c, sum);
     }
   }
   uint64_t al, fr, ab, fb;
@@ -699,7 +700,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
-      tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
@@ -744,7 +745,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     if (!ending) tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b, b->bumped));
   }
   write_end(&sc->seq);
-  tslab_tcache_era_counts(tc, slot, sum);
+  tslab_tcache_era_counts(a, tc, slot, sum);
   atomic_store_explicit(&sc->classes[0], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->classes[1], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->era, 0, memory_order_release);
@@ -769,7 +770,7 @@ static void end_section(_Atomic uint64_t* seq) {
 }
 
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc) {
-  for (uint32_t i = 0; i < a->ring_size * TSLAB_CLASSES; i++) end_section(&tc->bins[i].seq);
+  for (size_t i = 0; i < tslab_bins_count(a); i++) end_section(&tc->bins[i].seq);
   for (uint32_t i = 0; i < a->ring_size; i++) end_section(&tc->slots[i].seq);
   end_section(&tc->busy);
 }
@@ -779,7 +780,7 @@ static void thread_exit(void* arg);
 static void make_exit_key(void) { pthread_key_create(&exit_key, thread_exit); }
 
 static size_t tcache_bytes(tslab_t* a) {
-  return sizeof(tslab_tcache_t) + (size_t)a->ring_size * TSLAB_CLASSES * sizeof(tslab_bin_t) +
+  return sizeof(tslab_tcache_t) + tslab_bins_count(a) * sizeof(tslab_bin_t) +
          (size_t)a->ring_size * sizeof(tslab_slot_cache_t);
 }
 
@@ -804,7 +805,7 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     if (tc) {
       tc->bytes = bytes;
       tc->inst = a;
-      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[(size_t)a->ring_size * TSLAB_CLASSES];
+      tc->slots = (tslab_slot_cache_t*)(void*)&tc->bins[tslab_bins_count(a)];
       pthread_mutex_init(&tc->mu, NULL);
       /* Append-only list read without the mutex: publish with release. */
       atomic_store_explicit(&tc->reg_next, atomic_load_explicit(&a->caches, memory_order_relaxed),
@@ -883,7 +884,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
       drain_notifications(a, tc);
       for (uint32_t word = 0; word < 2; word++) {
         for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
-          tslab_bin_t* bin = tslab_bin_at(tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+          tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
           tslab_run_t* lists[2] = {bin->ready, bin->parked};
           for (int l = 0; l < 2; l++) {
             for (tslab_run_t* s = lists[l]; s;) {
@@ -930,12 +931,15 @@ static void relink(tslab_run_t** head, uint8_t which) {
 }
 
 /* The bump state of a slot whose thread may have been part way through a
- * block's stop or install. `blk` is written last by an install and cleared
- * right after the stop put the block on the full list, so: a block on the
- * full list has stopped (finish the stop); a `blk` that is not there is
- * still bumping (undo a stop begun: its counts are rebuilt from the bitmap
- * afterwards, 7.6); no `blk` means no bump state (an install that had not
- * published its block drops it: on no list, the runs' repair detaches it). */
+ * bump, or a block's stop or install (the owner in its window, or a thread
+ * closing an era only it used, which detaches its own slot outside any
+ * window). `blk` is written last by an install and cleared right after the
+ * stop put the block on the full list, so: a block on the full list has
+ * stopped (finish the stop); a `blk` that is not there is still bumping
+ * (undo a stop begun, and a bump not published, from its bitmap); no `blk`
+ * means no bump state (an install that had not published its block drops
+ * it: on no list, the runs' repair detaches it). On a slot nobody was
+ * changing, this leaves everything as it is. */
 static void fork_repair_bump(tslab_slot_cache_t* sc) {
   relink(&sc->full, TSLAB_LIST_FULL);
   tslab_run_t* b = sc->blk;
@@ -949,22 +953,21 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
   }
   b->list = TSLAB_LIST_CUR;
   b->bin_next = b->bin_prev = NULL;
-  TSLAB_RSTORE(b->bumped, 0);
-  TSLAB_RSTORE(b->hint, 0);
+  tslab_block_fork_rewind(b, sc->top);
 }
 
-/* fork child, for a cache whose thread vanished inside a window, before the
- * runs' repair: lists and bump states as if the thread's last change had
- * finished or not begun. A current slab that is on a list as well was being
- * replaced (make_current parks the old one first): the bin has no current
- * slab. A slab the change had taken off every list is found by the runs'
- * repair (tslab_runs_fork_repair) and comes back through
+/* fork child, for every cache, before anything reads its lists: lists and
+ * bump states as if a vanished thread's last change had finished or not
+ * begun (a cache nobody was changing stays as it is). A current slab that is
+ * on a list as well was being replaced (make_current parks the old one
+ * first): the bin has no current slab. A slab the change had taken off every
+ * list is found by tslab_runs_fork_reown and comes back through
  * tslab_tcache_fork_adopt. */
 TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     fork_repair_bump(&tc->slots[slot]);
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-      tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
+      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       relink(&bin->ready, TSLAB_LIST_READY);
       relink(&bin->parked, TSLAB_LIST_PARKED);
       tslab_run_t* cur = bin->cur;
@@ -1105,7 +1108,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       n += check_list(tc, sc->full, TSLAB_LIST_FULL, era, TSLAB_CLASSES, bad || n ? NULL : report, cap);
       bad += n;
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
-        tslab_bin_t* bin = tslab_bin_at(tc, slot, c);
+        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);

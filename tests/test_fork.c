@@ -6,17 +6,12 @@
  * waits with a deadline and kills it. The child must also pass tslab_check
  * before and after its work. It reports through its exit status only (no
  * stdio: another thread may have held its lock at fork). */
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "fault.h"
+#include "fork_util.h"
 #include "test_util.h"
 
 #define HAMMERS 3
@@ -98,24 +93,6 @@ static int child(void** objs, size_t* sizes) {
   return 0;
 }
 
-/* Wait for pid until the deadline; kill it when it hangs. */
-static int wait_child(pid_t pid, int* status) {
-  struct timespec start, now, nap = {0, 2000000};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    pid_t r = waitpid(pid, status, WNOHANG);
-    if (r == pid) return 1;
-    if (r < 0 && errno != EINTR) return 0;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec > CHILD_DEADLINE_S) {
-      kill(pid, SIGKILL);
-      waitpid(pid, status, 0);
-      return 0;
-    }
-    nanosleep(&nap, NULL);
-  }
-}
-
 /* ---- fork while a close releases what decay kept ---- */
 
 enum { DECAY_OBJS = 4096, DECAY_FORKS = 60 };
@@ -165,7 +142,7 @@ static void test_fork_decay(void) {
     REQUIRE(pid >= 0);
     if (pid == 0) _exit(decay_child());
     int status = 0;
-    if (!wait_child(pid, &status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (!fork_wait_child(pid, &status, CHILD_DEADLINE_S) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       fprintf(stderr, "decay fork %d: child failed (status %d)\n", f, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
       tu_failures++;
       break;
@@ -226,7 +203,7 @@ static void test_fork_stale_entry(void) {
     _exit(tslab_stats_global(stale_b, &g) != TSLAB_OK ? 1 : g.threads_active != 0 ? 2 : 0);
   }
   int status = 0;
-  CHECK(wait_child(pid, &status) && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(fork_wait_child(pid, &status, CHILD_DEADLINE_S) && WIFEXITED(status) && WEXITSTATUS(status) == 0);
   pthread_mutex_lock(&stale_mu);
   stale_stage = 2;
   pthread_cond_broadcast(&stale_cv);
@@ -303,11 +280,7 @@ static void* drain_adopter(void* arg) {
 }
 
 static int drain_child(void) {
-  char report[256];
-  if (tslab_check(drain_inst, report, sizeof report)) {
-    (void)!write(2, report, strnlen(report, sizeof report));
-    return 1;
-  }
+  if (!fork_child_consistent(drain_inst)) return 1;
   if (!DRAIN_CHILD_THREADS) return 0;
   /* The drain settled the last slab queued (slab 2) before the hook held
    * it; slab 1 it had not reached. Free all but one more of its slots from
@@ -324,7 +297,7 @@ static int drain_child(void) {
     (void)!write(2, msg, (size_t)n);
     return 4;
   }
-  return tslab_check(drain_inst, report, sizeof report) ? 5 : 0;
+  return fork_child_consistent(drain_inst) ? 0 : 5;
 }
 
 static void test_fork_drain(void) {
@@ -350,7 +323,7 @@ static void test_fork_drain(void) {
   REQUIRE(pid >= 0);
   if (pid == 0) _exit(drain_child());
   int status = 0;
-  int done = wait_child(pid, &status);
+  int done = fork_wait_child(pid, &status, CHILD_DEADLINE_S);
   atomic_store(&drain_stage, 4);
   pthread_join(t, NULL);
   tslab_hook_set(NULL);
@@ -363,126 +336,8 @@ static void test_fork_drain(void) {
   tslab_destroy(drain_inst);
 }
 
-/* A thread held part way through a change of its cache's lists or bump
- * state when the fork comes (the fork's wait for busy windows times out):
- * between a block's stop and its place on the full list, between that and
- * the end of the stop, or between parking a bin's current slab and
- * installing the next. The child's repair (7.6) finishes or undoes the
- * change: the child passes tslab_check, and a thread that adopts the
- * vanished thread's cache allocates in the same era without handing out
- * memory that is still live, frees everything, and the era closes. */
-enum { MID_OBJS = 600, MID_HELD = 512, MID_SIZE = 64 };
-static tslab_t* mid_inst;
-static tslab_epoch_t mid_era;
-static int mid_point;
-static void* mid_objs[MID_OBJS];
-static _Thread_local bool mid_worker;
-/* 1: held at the hook, 2: let go; -1: failed */
-static atomic_int mid_stage;
-
-static void mid_hook(int point) {
-  int expected = 0;
-  if (point != mid_point || !mid_worker || !atomic_compare_exchange_strong(&mid_stage, &expected, 1)) return;
-  while (atomic_load(&mid_stage) != 2) sched_yield();
-}
-
-static void* mid_owner(void* arg) {
-  (void)arg;
-  mid_worker = true;
-  for (int i = 0; i < MID_OBJS; i++) {
-    if (!(mid_objs[i] = tslab_alloc(mid_inst, MID_SIZE, mid_era))) {
-      atomic_store(&mid_stage, -1);
-      return NULL;
-    }
-  }
-  if (atomic_load(&mid_stage) == 0) atomic_store(&mid_stage, -1); /* the hook never fired */
-  return NULL;
-}
-
-/* Child: allocate where the held thread left off; no object may be one of
- * the held thread's (still live), nor handed out twice. */
-static void* mid_adopter(void* arg) {
-  (void)arg;
-  void* mine[MID_HELD];
-  for (int i = 0; i < MID_HELD; i++) {
-    if (!(mine[i] = tslab_alloc(mid_inst, MID_SIZE, mid_era))) return (void*)1;
-    memset(mine[i], 0xA5, MID_SIZE);
-    for (int k = 0; k < MID_OBJS && mid_objs[k]; k++)
-      if ((char*)mine[i] < (char*)mid_objs[k] + MID_SIZE && (char*)mid_objs[k] < (char*)mine[i] + MID_SIZE)
-        return (void*)2;
-  }
-  for (int i = 0; i < MID_HELD; i++)
-    if (!tslab_free(mid_inst, mine[i])) return (void*)3;
-  return NULL;
-}
-
-static int mid_child(void) {
-  char report[256];
-  if (tslab_check(mid_inst, report, sizeof report)) {
-    (void)!write(2, report, strnlen(report, sizeof report));
-    return 1;
-  }
-  if (DRAIN_CHILD_THREADS) {
-    pthread_t t;
-    void* res = (void*)1;
-    if (pthread_create(&t, NULL, mid_adopter, NULL) != 0 || pthread_join(t, &res) != 0) return 2;
-    if (res) return 10 + (int)(uintptr_t)res;
-  }
-  for (int i = 0; i < MID_OBJS && mid_objs[i]; i++)
-    if (!tslab_free(mid_inst, mid_objs[i])) return 3;
-  tslab_epoch_advance(mid_inst);
-  if (tslab_epoch_close(mid_inst, mid_era) != TSLAB_OK) return 4;
-  if (tslab_check(mid_inst, report, sizeof report)) {
-    (void)!write(2, report, strnlen(report, sizeof report));
-    return 5;
-  }
-  return 0;
-}
-
-static void test_fork_midway(int point) {
-  tslab_config_t cfg;
-  tslab_config_init(&cfg);
-  if (point == TSLAB_HOOK_SLAB_PARKED) cfg.block_budget = 0; /* class slabs from the first object */
-  mid_inst = tslab_create(&cfg);
-  REQUIRE(mid_inst != NULL);
-  mid_era = tslab_epoch_advance(mid_inst); /* the first era bumps no blocks */
-  mid_point = point;
-  memset(mid_objs, 0, sizeof mid_objs);
-  atomic_store(&mid_stage, 0);
-  tslab_hook_set(mid_hook);
-  pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, mid_owner, NULL) == 0);
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  while (atomic_load(&mid_stage) == 0) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    REQUIRE(now.tv_sec - start.tv_sec < DRAIN_DEADLINE_S);
-    sched_yield();
-  }
-  REQUIRE(atomic_load(&mid_stage) == 1);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) _exit(mid_child());
-  int status = 0;
-  int done = wait_child(pid, &status);
-  atomic_store(&mid_stage, 2);
-  pthread_join(t, NULL);
-  tslab_hook_set(NULL);
-  if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fprintf(stderr, "midway fork at hook %d: child %s %d\n", point,
-            done && WIFEXITED(status) ? "exited with" : "hung or was killed",
-            done && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  CHECK(done && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  for (int i = 0; i < MID_OBJS; i++) CHECK(tslab_free(mid_inst, mid_objs[i]));
-  CHECK_CONSISTENT(mid_inst);
-  tslab_destroy(mid_inst);
-}
-
 int main(void) {
   test_fork_drain();
-  test_fork_midway(TSLAB_HOOK_BLOCK_STOPPED);
-  test_fork_midway(TSLAB_HOOK_BLOCK_LISTED);
-  test_fork_midway(TSLAB_HOOK_SLAB_PARKED);
   test_fork_stale_entry();
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
@@ -505,7 +360,7 @@ int main(void) {
     REQUIRE(pid >= 0);
     if (pid == 0) _exit(child(objs, sizes));
     int status = 0;
-    if (!wait_child(pid, &status)) {
+    if (!fork_wait_child(pid, &status, CHILD_DEADLINE_S)) {
       fprintf(stderr, "fork %d: child hung (killed after %d s)\n", f, CHILD_DEADLINE_S);
       tu_failures++;
       break;

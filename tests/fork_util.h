@@ -1,0 +1,46 @@
+/* Helpers of the fork tests (tests/test_fork.c, tests/test_fork_repair.c).
+ * A child reports through its exit status and, for tslab_check, a line on
+ * stderr written with write(2): another thread of the parent may have held
+ * stdio's lock at the fork. */
+#ifndef TSLAB_FORK_UTIL_H
+#define TSLAB_FORK_UTIL_H
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tslab.h"
+
+/* Wait for pid up to deadline_s seconds; kill it when it hangs. 1 when it
+ * ended by itself. */
+static int fork_wait_child(pid_t pid, int* status, int deadline_s) {
+  struct timespec start, now, nap = {0, 2000000};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return 1;
+    if (r < 0 && errno != EINTR) return 0;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > deadline_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, status, 0);
+      return 0;
+    }
+    nanosleep(&nap, NULL);
+  }
+}
+
+/* Child: whether the instance passes tslab_check (its report on stderr if
+ * not). */
+static int fork_child_consistent(tslab_t* a) {
+  char report[256];
+  if (!tslab_check(a, report, sizeof report)) return 1;
+  (void)!write(2, report, strnlen(report, sizeof report));
+  (void)!write(2, "\n", 1);
+  return 0;
+}
+
+#endif
