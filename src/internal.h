@@ -364,7 +364,7 @@ struct tslab_tcache {
   bool forked_busy;
   /* Counts at adoption: a thread's own counts start there (registry mutex). */
   tslab_stats_thread_t adopted;
-  tslab_bin_t bins[];         /* tslab_bins_count: (ring_size + 1) * TSLAB_CLASSES */
+  tslab_bin_t bins[];         /* tslab_bins_count: ring_size * TSLAB_CLASSES */
 };
 
 /* Counters of detached bins, summed by a closer before it adds them to the
@@ -888,17 +888,15 @@ static inline tslab_tcache_t* tslab_cache_first(tslab_t* a) {
   return atomic_load_explicit(&a->caches, memory_order_acquire);
 }
 
-/* Bins are laid out class-major, so that the bins of one class in every
- * ring slot share pages (a thread whose epochs cycle through the ring
- * touches a page per class, not a run of pages per slot), with one unused
- * bin after each class: without it the classes of a slot were a power of
- * two apart (a ring's worth of bins, 4 KiB) and all fell into one set of a
- * 64-set L1 cache, so a program using more than a dozen classes missed on
- * every bin it touched. Index: cls * (ring_size + 1) + slot. */
-static inline size_t tslab_bins_count(const tslab_t* a) { return ((size_t)a->ring_size + 1) * TSLAB_CLASSES; }
+/* Bins are laid out class-major: the bins of one class in every ring slot
+ * share a page, so a thread whose epochs cycle through the ring touches a
+ * page or two per class it uses. (Slot-major, a slot's 80 bins in 20 KiB,
+ * was 3-9% faster on mixed sizes, fewer pages to translate, but touched up
+ * to five pages per ring slot a thread uses: docs/BENCHMARKS.md.) */
+static inline size_t tslab_bins_count(const tslab_t* a) { return (size_t)a->ring_size * TSLAB_CLASSES; }
 
 static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
-  return &tc->bins[((size_t)cls << a->ring_shift) + cls + slot];
+  return &tc->bins[((size_t)cls << a->ring_shift) | slot];
 }
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {

@@ -403,7 +403,7 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
    * slot, class), most never used, and writing them all at creation would
    * make every page of them resident (hundreds of KiB per thread). */
   if (!bin->size) {
-    bin->cls = (uint32_t)((size_t)(bin - tc->bins) / (a->ring_size + 1));
+    bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
     bin->size = tslab_classes[bin->cls].size;
   }
   uint64_t bit = 1ull << (bin->cls & 63);
