@@ -323,15 +323,15 @@ static bool slab_held(tslab_t* a, tslab_run_t* s) {
   return bin->cur == s || tslab_list_holds(bin->ready, s) || tslab_list_holds(bin->parked, s);
 }
 
-/* fork child: the next slab or block of the heap from granule *g on (NULL at
- * its end), with *g moved past it. */
+/* fork child: the next slab, block or span of the heap from granule *g on
+ * (NULL at its end), with *g moved past it. */
 static tslab_run_t* next_run(tslab_t* a, size_t* g) {
   while (*g < a->heap.top) {
     tslab_run_t* s = atomic_load(&a->map[*g]);
     if (!s || s->start != a->base + (*g << TSLAB_GRANULE_SHIFT) || s->granules == 0) return NULL;
     *g += s->granules;
     uint8_t kind = atomic_load(&s->kind);
-    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK) return s;
+    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK || kind == TSLAB_RUN_LARGE) return s;
   }
   return NULL;
 }
@@ -340,7 +340,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
   tslab_run_t* unheld = NULL;
   size_t g = 0;
   for (tslab_run_t* s; (s = next_run(a, &g));) {
-    tslab_tcache_t* owner = atomic_load(&s->owner);
+    tslab_tcache_t* owner = atomic_load(&s->owner); /* none for spans */
     if (atomic_load(&s->mode) == TSLAB_DETACHED || !owner || !owner->forked_busy) continue;
     bool block = atomic_load(&s->kind) == TSLAB_RUN_BLOCK;
     if (block && owner->slots[atomic_load(&s->era) & a->ring_mask].blk == s) continue;
@@ -353,6 +353,15 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
   return unheld;
 }
 
+/* fork child: run s counts for its era while the era holds its ring slot. */
+static void recount_era(tslab_t* a, const tslab_run_t* s, uint64_t* runs, uint64_t* bytes) {
+  uint64_t era = atomic_load(&s->era);
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  if (TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state)) != era) return;
+  runs[slot]++;
+  bytes[slot] += (uint64_t)s->granules << TSLAB_GRANULE_SHIFT;
+}
+
 /* Fork child (src/fork.c), after the closes in progress were completed:
  * detached runs get their live counts from their bits (a vanished closer may
  * not have added its delta, a vanished freer may have left a remote bit),
@@ -360,8 +369,9 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
  * era run counts are recounted from the heap: a thread can vanish between
  * a run's count and the change it counts (a retire uncounts, then lets go;
  * a close lists a detached block, then counts it). A slab counts for its
- * era, a block once detached (7.5), while the era holds its ring slot;
- * runs retired below are counted first, as their retire uncounts them. */
+ * era, a block once detached (7.5), a live span always, while the era
+ * holds its ring slot; runs retired below are counted first, as their retire
+ * uncounts them. */
 TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
   uint64_t counts[TSLAB_CLASSES] = {0};
   uint64_t era_runs[TSLAB_RING_MAX] = {0}, era_bytes[TSLAB_RING_MAX] = {0};
@@ -371,6 +381,12 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
   size_t g = 0;
   for (tslab_run_t* s; (s = next_run(a, &g));) {
     uint8_t kind = atomic_load(&s->kind);
+    if (kind == TSLAB_RUN_LARGE) {
+      /* A live span counts for its era too (src/large.c); the large repair
+       * gave back those half-freed. */
+      if (atomic_load(&s->large_state) == TSLAB_LARGE_LIVE) recount_era(a, s, era_runs, era_bytes);
+      continue;
+    }
     if (atomic_load(&s->mode) != TSLAB_DETACHED && kind == TSLAB_RUN_BLOCK && atomic_load(&s->owner) &&
         !block_held(a, s)) {
       /* A block its owner or a closer had taken off its slot's lists (to
@@ -397,15 +413,11 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
         continue;
       }
     }
+    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* a deferred retire below drops it */
+    if (kind == TSLAB_RUN_SLAB || atomic_load(&s->mode) == TSLAB_DETACHED) recount_era(a, s, era_runs, era_bytes);
+    if (atomic_load(&s->mode) != TSLAB_DETACHED) continue;
     uint64_t era = atomic_load(&s->era);
     uint32_t slot = (uint32_t)(era & a->ring_mask);
-    if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* a deferred retire below drops it */
-    if ((kind == TSLAB_RUN_SLAB || atomic_load(&s->mode) == TSLAB_DETACHED) &&
-        TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state)) == era) {
-      era_runs[slot]++;
-      era_bytes[slot] += (uint64_t)s->granules << TSLAB_GRANULE_SHIFT;
-    }
-    if (atomic_load(&s->mode) != TSLAB_DETACHED) continue;
     int64_t live = 0;
     for (uint32_t w = 0; w < s->words; w++) {
       uint64_t r = atomic_exchange(&s->bits[2 * w + 1], 0);

@@ -15,6 +15,8 @@
  *  4. An owner between a retire's era uncount and its owner clear.
  *  5. An owner part way through a block's stop, or through a bump whose
  *     bits are set but whose `top` has not moved, while the era closes.
+ *  6. No thread held: the child's recount of the era's runs keeps its live
+ *     spans.
  *
  * In every case the child passes tslab_check, its epoch statistics agree
  * with the objects handed out, and memory still live is never handed out
@@ -347,6 +349,33 @@ static void test_held_while_closing(int point) {
   teardown();
 }
 
+/* ---- 6: the recount keeps spans ---- */
+
+static uint64_t parent_runs;
+
+/* Child: every fork recounts the era's runs; a live span is one of them, and
+ * freeing it takes exactly one away. */
+static int span_child(void) {
+  tslab_stats_epoch_t es;
+  if (tslab_stats_epoch(inst, era, &es) != TSLAB_OK || es.slabs != parent_runs) return 1;
+  if (!tslab_free(inst, objs[0])) return 2;
+  objs[0] = NULL;
+  if (tslab_stats_epoch(inst, era, &es) != TSLAB_OK || es.slabs != parent_runs - 1) return 3;
+  return fork_child_consistent(inst) ? 0 : 4;
+}
+
+static void test_span_recount(void) {
+  setup(0, false);
+  REQUIRE((objs[0] = tslab_alloc(inst, 100000, era)) != NULL); /* a span */
+  REQUIRE((objs[1] = tslab_alloc(inst, SIZE, era)) != NULL);   /* a slab */
+  tslab_stats_epoch_t es;
+  REQUIRE(tslab_stats_epoch(inst, era, &es) == TSLAB_OK && es.slabs == 2);
+  parent_runs = es.slabs;
+  atomic_store(&hold_stage, 1); /* nothing to hold */
+  fork_and_check("live span", span_child);
+  teardown();
+}
+
 int main(int argc, char** argv) {
   int which = argc > 1 ? atoi(argv[1]) : 0;
   if (!which || which == 1) {
@@ -364,5 +393,6 @@ int main(int argc, char** argv) {
     test_held_while_closing(TSLAB_HOOK_BLOCK_STOPPED);
     test_held_while_closing(TSLAB_HOOK_BUMP_MARKED);
   }
+  if (!which || which == 6) test_span_recount();
   TEST_DONE();
 }
