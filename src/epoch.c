@@ -208,12 +208,14 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
     int64_t delta = s->detach_delta;
     bool empty_now;
+    /* A detached block counts as the era's run (7.5) until it is given back,
+     * whose retire uncounts it (or the drained loop below, when the closer
+     * keeps it): also one a remote free emptied between the detach's
+     * collection and its own, detached with nothing live. */
+    if (block) tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
     if (free_all) {
       /* Frees that took a bit before the kill are counted in `live`
-       * already; whoever brings it to zero gives the run back. A block
-       * detached with objects counts as the era's run (7.5) until then,
-       * as on the list below: its retire uncounts it. */
-      if (block) tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
+       * already; whoever brings it to zero gives the run back. */
       uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
       ended += e;
       empty_now = tslab_run_live_add(s, delta - (int64_t)(e + frees - f0));
@@ -224,12 +226,9 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
       tslab_spin_lock(&es->mu);
       tslab_era_list_push_locked(es, s);
       tslab_spin_unlock(&es->mu);
-      /* A detached block holding objects counts as the era's run (7.5),
-       * and keeps only the pages its objects touch (3.4). */
-      if (block) {
-        tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
-        trimmed += tslab_block_trim(a, s);
-      }
+      /* A detached block holding objects keeps only the pages its objects
+       * touch (3.4). */
+      if (block) trimmed += tslab_block_trim(a, s);
       empty_now = tslab_run_live_add(s, delta);
       if (!empty_now) continue;
       if (block) {

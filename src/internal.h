@@ -774,14 +774,6 @@ static inline uint32_t tslab_run_words(const tslab_run_t* s) {
   return s->cls == TSLAB_CLASSES ? (s->bumped + 63) >> 6 : s->words;
 }
 
-/* Whether run r is on the owner list that starts at s (fork child only: the
- * lists are the owner's and the world is stopped). */
-static inline bool tslab_list_holds(const tslab_run_t* s, const tslab_run_t* r) {
-  for (; s; s = s->bin_next)
-    if (s == r) return true;
-  return false;
-}
-
 static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
   uint64_t bit = 1ull << (idx & 63);
   return (atomic_load_explicit(&bits[2 * (idx >> 6)], memory_order_relaxed) & bit) &&

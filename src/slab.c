@@ -191,9 +191,12 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* 
    * views read too: store it only when it is clear. A 1 this load reads is
    * taken by an owner's exchange that comes after the load in the single
    * order of seq_cst operations, and that owner's word exchange then sees
-   * this free's bit (3.1). */
+   * this free's bit (3.1). The store is seq_cst too: with every hint store
+   * in that order, the argument holds under C11's wording as well as
+   * C++20's (where a load that reads a value an exchange overwrites comes
+   * before it whatever orders the stores have). */
   if (!atomic_load_explicit(&s->remote_hint, memory_order_seq_cst))
-    atomic_store_explicit(&s->remote_hint, 1, memory_order_release);
+    atomic_store_explicit(&s->remote_hint, 1, memory_order_seq_cst);
   *notify = atomic_load_explicit(&s->notify, memory_order_seq_cst) == TSLAB_NOTIFY_ARMED;
   return true;
 }
@@ -306,13 +309,23 @@ static void repair_attached(tslab_run_t* s, bool block) {
   atomic_store(&s->usage, (atomic_load(&s->usage) & ~TSLAB_USED_MASK) | used);
 }
 
+/* fork child, once every cache's lists were relinked: whether run s is on
+ * the list `head` heads, in constant time. Relinking left every run a list
+ * reaches with a back link to a run whose forward link is it (or, first,
+ * with none and the head naming it); a run no list reaches never has that: a
+ * removal rewrites its predecessor's forward link first, a push clears the
+ * run's back link and makes it the head last. */
+static bool on_list(const tslab_run_t* s, tslab_run_t* head) {
+  return s->bin_prev ? s->bin_prev->bin_next == s : head == s;
+}
+
 /* fork child: whether attached block s is still its owner's bumping block
  * or on its slot's full list. */
 static bool block_held(tslab_t* a, tslab_run_t* s) {
   tslab_tcache_t* tc = atomic_load(&s->owner);
   uint64_t era = atomic_load(&s->era);
   tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
-  return atomic_load(&sc->era) == era && (sc->blk == s || tslab_list_holds(sc->full, s));
+  return atomic_load(&sc->era) == era && (sc->blk == s || (s->list == TSLAB_LIST_FULL && on_list(s, sc->full)));
 }
 
 /* fork child: whether attached slab s is its bin's current slab or on one
@@ -320,7 +333,8 @@ static bool block_held(tslab_t* a, tslab_run_t* s) {
 static bool slab_held(tslab_t* a, tslab_run_t* s) {
   tslab_tcache_t* tc = atomic_load(&s->owner);
   tslab_bin_t* bin = tslab_bin(a, tc, atomic_load(&s->era), s->cls);
-  return bin->cur == s || tslab_list_holds(bin->ready, s) || tslab_list_holds(bin->parked, s);
+  return bin->cur == s || (s->list == TSLAB_LIST_READY && on_list(s, bin->ready)) ||
+         (s->list == TSLAB_LIST_PARKED && on_list(s, bin->parked));
 }
 
 /* fork child: the next slab, block or span of the heap from granule *g on
@@ -343,6 +357,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
     tslab_tcache_t* owner = atomic_load(&s->owner); /* none for spans */
     if (atomic_load(&s->mode) == TSLAB_DETACHED || !owner || !owner->forked_busy) continue;
     bool block = atomic_load(&s->kind) == TSLAB_RUN_BLOCK;
+    /* Handles: the thread may have attached generations without the copy. */
+    s->has_gens = atomic_load(&s->gens) != NULL;
     if (block && owner->slots[atomic_load(&s->era) & a->ring_mask].blk == s) continue;
     repair_attached(s, block);
     if (!block && !slab_held(a, s)) {

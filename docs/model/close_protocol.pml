@@ -375,7 +375,7 @@ inline nonowner_free(t, i, st, m, old) {
         :: else ->                                       /* the hint, stored only when clear */
            atomic { TOUCH(); old = hint };               /* seq_cst load */
            if
-           :: !old -> atomic { TOUCH(); hint = 1 }       /* release */
+           :: !old -> atomic { TOUCH(); hint = 1 }       /* seq_cst */
            :: else -> skip
            fi
         fi
