@@ -12,6 +12,7 @@
  * branch on the fast path. */
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 /* Give run b the block geometry, for era, owned by tc; its bitmaps need
@@ -114,6 +115,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
                     memory_order_acquire, memory_order_acquire)) {
     }
   }
+  if (b) tslab_hook_point(TSLAB_HOOK_RESERVE_TAKEN);
   b = b ? block_reuse(a, tc, b, era) : block_new(a, tc, era);
   if (!b) return NULL;
   tslab_run_publish(a, b, TSLAB_RUN_BLOCK);

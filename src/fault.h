@@ -37,7 +37,8 @@ enum tslab_hook_id {
   TSLAB_HOOK_BLOCK_LISTED = 6,    /* that block is on its slot's full list, still the slot's bumping block */
   TSLAB_HOOK_SLAB_PARKED = 7,     /* a bin changing its current slab has parked the old one, not installed the new */
   TSLAB_HOOK_RETIRE_COUNTED = 8,  /* a retire has uncounted a run from its era, not yet cleared its owner */
-  TSLAB_HOOK_BUMP_MARKED = 9      /* a refill's bump has set the object's bits, not yet moved top */
+  TSLAB_HOOK_BUMP_MARKED = 9,     /* a refill's bump has set the object's bits, not yet moved top */
+  TSLAB_HOOK_RESERVE_TAKEN = 10   /* a refill has taken a drained block from its reserve, not yet formatted it */
 };
 void tslab_hook_set(void (*hook)(int point));
 

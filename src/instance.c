@@ -150,6 +150,12 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++)
     for (tslab_run_t* r = a->slots[slot].detached; r; r = r->era_next)
       blocks += atomic_load(&r->kind) == TSLAB_RUN_BLOCK;
+  /* Drained blocks are held by the caches' hot reserves; likewise. */
+  uint64_t reserved = 0, reserved_runs = 0;
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    reserved += atomic_load(&tc->hot) != NULL;
+    for (tslab_run_t* b = atomic_load(&tc->spares); b; b = atomic_load(&b->spare_next)) reserved++;
+  }
   pthread_mutex_lock(&a->heap.mu);
   uint64_t runs[TSLAB_CLASSES + 1] = {0}, spans = 0;
   for (size_t g = 0; g < a->heap.top;) {
@@ -161,9 +167,14 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
       runs[kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : r->cls]++;
     } else if (kind == TSLAB_RUN_LARGE) {
       spans++;
+    } else if (kind == TSLAB_RUN_RESERVED) {
+      reserved_runs++;
     }
     g += r->granules;
   }
+  if (reserved != reserved_runs && bad++ == 0 && report && cap)
+    snprintf(report, cap, "the reserves hold %llu blocks, the heap %llu reserved runs", (unsigned long long)reserved,
+             (unsigned long long)reserved_runs);
   for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
     uint64_t counted = c < TSLAB_CLASSES ? atomic_load(&a->cls_slabs[c]) : blocks;
     if (counted != runs[c] && bad++ == 0 && report && cap)

@@ -337,15 +337,16 @@ static bool slab_held(tslab_t* a, tslab_run_t* s) {
          (s->list == TSLAB_LIST_PARKED && on_list(s, bin->parked));
 }
 
-/* fork child: the next slab, block or span of the heap from granule *g on
- * (NULL at its end), with *g moved past it. */
+/* fork child: the next slab, block (reserved ones too) or span of the heap
+ * from granule *g on (NULL at its end), with *g moved past it. */
 static tslab_run_t* next_run(tslab_t* a, size_t* g) {
   while (*g < a->heap.top) {
     tslab_run_t* s = atomic_load(&a->map[*g]);
     if (!s || s->start != a->base + (*g << TSLAB_GRANULE_SHIFT) || s->granules == 0) return NULL;
     *g += s->granules;
     uint8_t kind = atomic_load(&s->kind);
-    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK || kind == TSLAB_RUN_LARGE) return s;
+    if (kind == TSLAB_RUN_SLAB || kind == TSLAB_RUN_BLOCK || kind == TSLAB_RUN_LARGE || kind == TSLAB_RUN_RESERVED)
+      return s;
   }
   return NULL;
 }
@@ -354,9 +355,12 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
   tslab_run_t* unheld = NULL;
   size_t g = 0;
   for (tslab_run_t* s; (s = next_run(a, &g));) {
-    tslab_tcache_t* owner = atomic_load(&s->owner); /* none for spans */
-    if (atomic_load(&s->mode) == TSLAB_DETACHED || !owner || !owner->forked_busy) continue;
-    bool block = atomic_load(&s->kind) == TSLAB_RUN_BLOCK;
+    uint8_t kind = atomic_load(&s->kind);
+    tslab_tcache_t* owner = atomic_load(&s->owner);
+    if ((kind != TSLAB_RUN_SLAB && kind != TSLAB_RUN_BLOCK) || atomic_load(&s->mode) == TSLAB_DETACHED || !owner ||
+        !owner->forked_busy)
+      continue;
+    bool block = kind == TSLAB_RUN_BLOCK;
     /* Handles: the thread may have attached generations without the copy. */
     s->has_gens = atomic_load(&s->gens) != NULL;
     if (block && owner->slots[atomic_load(&s->era) & a->ring_mask].blk == s) continue;
@@ -367,6 +371,16 @@ TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a) {
     }
   }
   return unheld;
+}
+
+/* fork child: whether drained block b is in some cache's hot reserve. */
+static bool reserve_holds(tslab_t* a, const tslab_run_t* b) {
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
+    if (atomic_load(&tc->hot) == b) return true;
+    for (tslab_run_t* s = atomic_load(&tc->spares); s; s = atomic_load(&s->spare_next))
+      if (s == b) return true;
+  }
+  return false;
 }
 
 /* fork child: run s counts for its era while the era holds its ring slot. */
@@ -397,6 +411,17 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
   size_t g = 0;
   for (tslab_run_t* s; (s = next_run(a, &g));) {
     uint8_t kind = atomic_load(&s->kind);
+    if (kind == TSLAB_RUN_RESERVED) {
+      /* A drained block no reserve holds (taken from the hot slot by a reuse
+       * that waited for the heap mutex, or part way into or out of a
+       * reserve): back to the heap, as the reserve's release would. */
+      if (!reserve_holds(a, s)) {
+        atomic_store(&s->kind, TSLAB_RUN_BLOCK);
+        s->heap_next = ownerless;
+        ownerless = s;
+      }
+      continue;
+    }
     if (kind == TSLAB_RUN_LARGE) {
       /* A live span counts for its era too (src/large.c); the large repair
        * gave back those half-freed. */

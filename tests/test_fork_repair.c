@@ -17,6 +17,8 @@
  *     bits are set but whose `top` has not moved, while the era closes.
  *  6. No thread held: the child's recount of the era's runs keeps its live
  *     spans.
+ *  7. An owner that took a drained block from its hot reserve, before it
+ *     formats it again: no reserve holds the block.
  *
  * In every case the child passes tslab_check, its epoch statistics agree
  * with the objects handed out, and memory still live is never handed out
@@ -349,6 +351,47 @@ static void test_held_while_closing(int point) {
   teardown();
 }
 
+/* ---- 7: a drained block taken from the reserve, not yet formatted ---- */
+
+/* The owner fills a block and one object more (the block stops), frees the
+ * stopped block's objects (it drains into the cache's hot reserve), then
+ * fills the next block: the refill after it takes the drained block from
+ * the reserve and is held before formatting it. No reserve holds it then;
+ * the child gives it back to the heap (tslab_check counts reserved runs
+ * against the reserves). */
+static void* owner_reuses(void* arg) {
+  (void)arg;
+  enum { PER_BLOCK = 16384 / SIZE };
+  if (!fill(0, PER_BLOCK + 1)) goto fail;
+  for (int i = 0; i < PER_BLOCK; i++) {
+    if (!tslab_free(inst, objs[i])) goto fail;
+    objs[i] = NULL;
+  }
+  hold_me = true;
+  if (!fill(PER_BLOCK + 1, 2 * PER_BLOCK + 2) || atomic_load(&hold_stage) == 0) goto fail;
+  return NULL;
+fail:
+  atomic_store(&hold_stage, -1);
+  return NULL;
+}
+
+static int reserve_child(void) {
+  if (!fork_child_consistent(inst)) return 1;
+  for (int i = 0; i < OBJS; i++)
+    if (objs[i] && !tslab_free(inst, objs[i])) return 2;
+  return fork_child_consistent(inst) ? 0 : 3;
+}
+
+static void test_reserve_taken(void) {
+  setup(TSLAB_HOOK_RESERVE_TAKEN, true);
+  pthread_t a;
+  REQUIRE(pthread_create(&a, NULL, owner_reuses, NULL) == 0);
+  wait_held();
+  fork_and_check("drained block taken from the reserve", reserve_child);
+  pthread_join(a, NULL);
+  teardown();
+}
+
 /* ---- 6: the recount keeps spans ---- */
 
 static uint64_t parent_runs;
@@ -394,5 +437,6 @@ int main(int argc, char** argv) {
     test_held_while_closing(TSLAB_HOOK_BUMP_MARKED);
   }
   if (!which || which == 6) test_span_recount();
+  if (!which || which == 7) test_reserve_taken();
   TEST_DONE();
 }
