@@ -847,6 +847,15 @@ TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_tcache_end_sections(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_park_locked(tslab_t* a, tslab_tcache_t* tc);
 TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc);
+/* fork child, once a list was relinked (tslab_tcache_fork_relink): whether
+ * run s is on list `which` that `head` heads, in constant time. Relinking
+ * gave every run the list reaches its tag and a back link to a run whose
+ * forward link is it (or, first, none, and the head naming it); a run no
+ * list reaches never has both: a removal rewrites its predecessor's forward
+ * link first, a push clears the run's back link and makes it the head last. */
+static inline bool tslab_fork_listed(const tslab_run_t* s, uint8_t which, const tslab_run_t* head) {
+  return s->list == which && (s->bin_prev ? s->bin_prev->bin_next == s : head == s);
+}
 TSLAB_INTERNAL void tslab_tcache_fork_adopt(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_tcache_fork_flush(tslab_t* a, tslab_tcache_t* tc);
 

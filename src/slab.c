@@ -309,23 +309,13 @@ static void repair_attached(tslab_run_t* s, bool block) {
   atomic_store(&s->usage, (atomic_load(&s->usage) & ~TSLAB_USED_MASK) | used);
 }
 
-/* fork child, once every cache's lists were relinked: whether run s is on
- * the list `head` heads, in constant time. Relinking left every run a list
- * reaches with a back link to a run whose forward link is it (or, first,
- * with none and the head naming it); a run no list reaches never has that: a
- * removal rewrites its predecessor's forward link first, a push clears the
- * run's back link and makes it the head last. */
-static bool on_list(const tslab_run_t* s, tslab_run_t* head) {
-  return s->bin_prev ? s->bin_prev->bin_next == s : head == s;
-}
-
 /* fork child: whether attached block s is still its owner's bumping block
  * or on its slot's full list. */
 static bool block_held(tslab_t* a, tslab_run_t* s) {
   tslab_tcache_t* tc = atomic_load(&s->owner);
   uint64_t era = atomic_load(&s->era);
   tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
-  return atomic_load(&sc->era) == era && (sc->blk == s || (s->list == TSLAB_LIST_FULL && on_list(s, sc->full)));
+  return atomic_load(&sc->era) == era && (sc->blk == s || tslab_fork_listed(s, TSLAB_LIST_FULL, sc->full));
 }
 
 /* fork child: whether attached slab s is its bin's current slab or on one
@@ -333,8 +323,8 @@ static bool block_held(tslab_t* a, tslab_run_t* s) {
 static bool slab_held(tslab_t* a, tslab_run_t* s) {
   tslab_tcache_t* tc = atomic_load(&s->owner);
   tslab_bin_t* bin = tslab_bin(a, tc, atomic_load(&s->era), s->cls);
-  return bin->cur == s || (s->list == TSLAB_LIST_READY && on_list(s, bin->ready)) ||
-         (s->list == TSLAB_LIST_PARKED && on_list(s, bin->parked));
+  return bin->cur == s || tslab_fork_listed(s, TSLAB_LIST_READY, bin->ready) ||
+         tslab_fork_listed(s, TSLAB_LIST_PARKED, bin->parked);
 }
 
 /* fork child: the next slab, block (reserved ones too) or span of the heap

@@ -930,13 +930,6 @@ static void relink(tslab_run_t** head, uint8_t which) {
   }
 }
 
-/* Whether run r is on the list that starts at s. */
-static bool list_holds(const tslab_run_t* s, const tslab_run_t* r) {
-  for (; s; s = s->bin_next)
-    if (s == r) return true;
-  return false;
-}
-
 /* The bump state of a slot whose thread may have been part way through a
  * bump, or a block's stop or install (the owner in its window, or a thread
  * closing an era only it used, which detaches its own slot outside any
@@ -950,7 +943,7 @@ static bool list_holds(const tslab_run_t* s, const tslab_run_t* r) {
 static void fork_repair_bump(tslab_slot_cache_t* sc) {
   relink(&sc->full, TSLAB_LIST_FULL);
   tslab_run_t* b = sc->blk;
-  if (b && list_holds(sc->full, b)) {
+  if (b && tslab_fork_listed(b, TSLAB_LIST_FULL, sc->full)) {
     sc->blk = NULL;
     b = NULL;
   }
@@ -979,7 +972,8 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
       relink(&bin->parked, TSLAB_LIST_PARKED);
       tslab_run_t* cur = bin->cur;
       if (!cur) continue;
-      if (list_holds(bin->ready, cur) || list_holds(bin->parked, cur)) {
+      if (tslab_fork_listed(cur, TSLAB_LIST_READY, bin->ready) ||
+          tslab_fork_listed(cur, TSLAB_LIST_PARKED, bin->parked)) {
         bin->cur = NULL;
         atomic_store(&bin->mask, 0);
         bin->word = NULL;

@@ -6,6 +6,7 @@
 #define TSLAB_FORK_UTIL_H
 
 #include <errno.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -31,6 +32,25 @@ static int fork_wait_child(pid_t pid, int* status, int deadline_s) {
     }
     nanosleep(&nap, NULL);
   }
+}
+
+/* Fork; the child runs `child` and exits with its result. The parent waits
+ * up to deadline_s seconds: 1 when the child ended by itself, its status in
+ * *status. */
+static int fork_run_child(int (*child)(void), int* status, int deadline_s) {
+  pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) _exit(child());
+  return fork_wait_child(pid, status, deadline_s);
+}
+
+/* Whether a child waited for with fork_wait_child (`done`) exited with 0;
+ * says what it did instead on stderr. */
+static int fork_child_passed(const char* what, int done, int status) {
+  if (done && WIFEXITED(status) && WEXITSTATUS(status) == 0) return 1;
+  fprintf(stderr, "%s: child %s %d\n", what, done && WIFEXITED(status) ? "exited with" : "hung or was killed",
+          done && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return 0;
 }
 
 /* Child: whether the instance passes tslab_check (its report on stderr if

@@ -319,18 +319,12 @@ static void test_fork_drain(void) {
   for (int s = 0; s < DRAIN_SLABS - 1; s++) CHECK(tslab_free(drain_inst, drain_objs[s * DRAIN_CAP]));
   atomic_store(&drain_stage, 2);
   REQUIRE(drain_wait(3));
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) _exit(drain_child());
   int status = 0;
-  int done = fork_wait_child(pid, &status, CHILD_DEADLINE_S);
+  int done = fork_run_child(drain_child, &status, CHILD_DEADLINE_S);
   atomic_store(&drain_stage, 4);
   pthread_join(t, NULL);
   tslab_hook_set(NULL);
-  if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fprintf(stderr, "drain fork: child %s %d\n", done && WIFEXITED(status) ? "exited with" : "hung or was killed",
-            done && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  CHECK(done && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(fork_child_passed("drain fork", done, status));
   CHECK(drain_objs[DRAIN_CAP * DRAIN_SLABS] != NULL);
   CHECK_CONSISTENT(drain_inst);
   tslab_destroy(drain_inst);

@@ -84,16 +84,10 @@ static void wait_held(void) {
 
 /* Fork, run `child` there, let the held thread go; the child's verdict. */
 static void fork_and_check(const char* what, int (*child)(void)) {
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) _exit(child());
   int status = 0;
-  int done = fork_wait_child(pid, &status, DEADLINE_S);
+  int done = fork_run_child(child, &status, DEADLINE_S);
   atomic_store(&hold_stage, 2);
-  if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fprintf(stderr, "%s: child %s %d\n", what, done && WIFEXITED(status) ? "exited with" : "hung or was killed",
-            done && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  CHECK(done && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(fork_child_passed(what, done, status));
 }
 
 /* After the held thread finished: every object it kept freed, the parent
@@ -120,9 +114,40 @@ static void* owner_fills(void* arg) {
   return NULL;
 }
 
+/* The held thread: allocate objs[0..filled), free objs[0..freed), then
+ * allocate up to objs[total), holding where armed in that last part. */
+static void* owner_frees_then_fills(int filled, int freed, int total) {
+  if (fill(0, filled)) {
+    for (int i = 0; i < freed; i++) {
+      if (!tslab_free(inst, objs[i])) goto fail;
+      objs[i] = NULL;
+    }
+    hold_me = true;
+    if (fill(filled, total) && atomic_load(&hold_stage) != 0) return NULL;
+  }
+fail:
+  atomic_store(&hold_stage, -1);
+  return NULL;
+}
+
 static void* closer(void* arg) {
   (void)arg;
   return (void*)(uintptr_t)(tslab_epoch_close(inst, era) != TSLAB_OK);
+}
+
+/* With a thread held: another thread starts closing the era (a newer one
+ * is current) and waits for the held one's window; fork once the era is
+ * CLOSING, then let both finish. */
+static void fork_while_closing(const char* what, int (*child)(void), pthread_t held) {
+  pthread_t b;
+  void* res = NULL;
+  REQUIRE(tslab_epoch_advance(inst) != 0);
+  REQUIRE(pthread_create(&b, NULL, closer, NULL) == 0);
+  while (TSLAB_STATE_OF(tslab_epoch_state(inst, era)) != TSLAB_EPOCH_CLOSING) sched_yield();
+  fork_and_check(what, child);
+  pthread_join(held, NULL);
+  pthread_join(b, &res);
+  CHECK(!res);
 }
 
 /* Child: the objects handed out so far, by the held thread's record. */
@@ -233,17 +258,7 @@ static void test_own_close(int point) {
  * owner, and another thread starts closing the era. */
 static void* owner_refills(void* arg) {
   (void)arg;
-  if (!fill(0, SLAB + 1)) goto fail;
-  for (int i = 0; i < SLAB / 8 + 8; i++) {
-    if (!tslab_free(inst, objs[i])) goto fail;
-    objs[i] = NULL;
-  }
-  hold_me = true;
-  if (!fill(SLAB + 1, 2 * SLAB + 1) || atomic_load(&hold_stage) == 0) goto fail;
-  return NULL;
-fail:
-  atomic_store(&hold_stage, -1);
-  return NULL;
+  return owner_frees_then_fills(SLAB + 1, SLAB / 8 + 8, 2 * SLAB + 1);
 }
 
 static void* remote_free(void* p) { return (void*)(uintptr_t)!tslab_free(inst, p); }
@@ -265,20 +280,14 @@ static int queued_child(void) {
 
 static void test_queued_while_closing(void) {
   setup(TSLAB_HOOK_SLAB_PARKED, false);
-  pthread_t a, b, c;
+  pthread_t a, c;
   REQUIRE(pthread_create(&a, NULL, owner_refills, NULL) == 0);
   wait_held();
   void* res = NULL;
   void* p = objs[SLAB / 2];
   REQUIRE(pthread_create(&c, NULL, remote_free, p) == 0 && pthread_join(c, &res) == 0 && !res);
   objs[SLAB / 2] = NULL;
-  REQUIRE(tslab_epoch_advance(inst) != 0);
-  REQUIRE(pthread_create(&b, NULL, closer, NULL) == 0);
-  while (TSLAB_STATE_OF(tslab_epoch_state(inst, era)) != TSLAB_EPOCH_CLOSING) sched_yield();
-  fork_and_check("slab off every list, queued, era closing", queued_child);
-  pthread_join(a, NULL);
-  pthread_join(b, &res);
-  CHECK(!res);
+  fork_while_closing("slab off every list, queued, era closing", queued_child, a);
   teardown();
 }
 
@@ -337,17 +346,10 @@ static int closing_child(void) {
 
 static void test_held_while_closing(int point) {
   setup(point, true);
-  pthread_t a, b;
+  pthread_t a;
   REQUIRE(pthread_create(&a, NULL, owner_fills, (void*)(uintptr_t)OBJS) == 0);
   wait_held();
-  REQUIRE(tslab_epoch_advance(inst) != 0);
-  REQUIRE(pthread_create(&b, NULL, closer, NULL) == 0);
-  while (TSLAB_STATE_OF(tslab_epoch_state(inst, era)) != TSLAB_EPOCH_CLOSING) sched_yield();
-  fork_and_check("held while the era closes", closing_child);
-  void* res = NULL;
-  pthread_join(a, NULL);
-  pthread_join(b, &res);
-  CHECK(!res);
+  fork_while_closing("held while the era closes", closing_child, a);
   teardown();
 }
 
@@ -362,17 +364,7 @@ static void test_held_while_closing(int point) {
 static void* owner_reuses(void* arg) {
   (void)arg;
   enum { PER_BLOCK = 16384 / SIZE };
-  if (!fill(0, PER_BLOCK + 1)) goto fail;
-  for (int i = 0; i < PER_BLOCK; i++) {
-    if (!tslab_free(inst, objs[i])) goto fail;
-    objs[i] = NULL;
-  }
-  hold_me = true;
-  if (!fill(PER_BLOCK + 1, 2 * PER_BLOCK + 2) || atomic_load(&hold_stage) == 0) goto fail;
-  return NULL;
-fail:
-  atomic_store(&hold_stage, -1);
-  return NULL;
+  return owner_frees_then_fills(PER_BLOCK + 1, PER_BLOCK, 2 * PER_BLOCK + 2);
 }
 
 static int reserve_child(void) {
