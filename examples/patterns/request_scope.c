@@ -11,15 +11,17 @@
 #include "example_check.h"
 #include "tslab.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+/* AddressSanitizer and ThreadSanitizer keep shadow memory for every byte the
+ * requests touched; pages the allocator gives back leave that shadow behind. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SHADOW_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SHADOW_SANITIZER 1
 #endif
 #endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
+#ifndef UNDER_SHADOW_SANITIZER
+#define UNDER_SHADOW_SANITIZER 0
 #endif
 
 enum { BATCHES = 8, REQUESTS_PER_BATCH = 40, CHUNKS_PER_REQUEST = 24000 };
@@ -95,9 +97,8 @@ int main(void) {
     EXPECT(g.resident_estimate_bytes <= base.resident_estimate_bytes,
            "allocator memory back at its baseline (%.2f > %.2f MiB)",
            MIB(g.resident_estimate_bytes), MIB(base.resident_estimate_bytes));
-    /* Under AddressSanitizer the process also holds shadow memory for every
-     * byte the requests touched, which the allocator cannot give back. */
-    if (!UNDER_ASAN)
+    /* A sanitizer's shadow is process memory the allocator cannot give back. */
+    if (!UNDER_SHADOW_SANITIZER)
       EXPECT(rss <= base_rss + (2u << 20), "process RSS back within 2 MiB of its baseline (%.2f MiB)",
              MIB(rss));
   }
