@@ -232,6 +232,29 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
 
 /* ---- free ---- */
 
+/* The run at offset off of the reservation when the calling thread owns it
+ * and its era is active, with the thread's busy window open (end it with
+ * tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
+ * the thread's most recently used one, as for the allocation fast path; a
+ * thread that used another instance since goes through the general path.
+ * Owner and era are read inside the window, so a descriptor that changed
+ * hands meanwhile is caught (G3). The caller still validates the slot. */
+static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t* a, uintptr_t off,
+                                                                        tslab_tcache_t** tc_out) {
+  if (unlikely(off >= a->reserve || tslab_tls_last.id != a->id)) return NULL;
+  tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+  if (unlikely(s == NULL)) return NULL;
+  tslab_tcache_t* tc = tslab_tls_last.tc;
+  tslab_busy_enter(tc);
+  if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == tc &&
+             tslab_era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)))) {
+    *tc_out = tc;
+    return s;
+  }
+  tslab_busy_exit(tc);
+  return NULL;
+}
+
 static bool fail_free(tslab_t* a, int status) {
   if (a) atomic_fetch_add_explicit(&a->invalid_frees, 1, memory_order_relaxed);
   tslab_set_error(status);
@@ -388,31 +411,21 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 
-/* The fast path: a slot of a run this thread owns, in an open era. The owner
- * check needs no thread-cache lookup: a run's owner is a cache, and a cache
- * knows the thread attached to it. The window opens before the run's era
- * and owner are read (again), so a descriptor that changed hands meanwhile
- * is caught (G3); slab_index rejects a pointer outside the run. */
+/* The fast path: a live slot of a run this thread owns, in an open era
+ * (own_run_enter); slab_index rejects a pointer outside the run. */
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
-    uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
-    if (likely(off < a->reserve)) {
-      tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-      tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
-      if (likely(tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id())) {
-        tslab_busy_enter(tc);
-        uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
-        if (likely(tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
-          uint32_t idx = tslab_slab_index(s, p);
-          int done;
-          if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx)) != FREE_REJECTED)) {
-            if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
-            tslab_busy_exit(tc);
-            return true;
-          }
-        }
+    tslab_tcache_t* tc;
+    tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
+    if (likely(s != NULL)) {
+      uint32_t idx = tslab_slab_index(s, p);
+      int done;
+      if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx)) != FREE_REJECTED)) {
+        if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
         tslab_busy_exit(tc);
+        return true;
       }
+      tslab_busy_exit(tc);
     }
   }
   return free_general(a, p);
@@ -450,22 +463,15 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
  * the usable size, 0 when p is not live, and *era the run's era. */
 static inline bool owned_live_size(tslab_t* a, const void* p, size_t* size, uint64_t* era) {
   if (unlikely(a == NULL)) return false;
-  uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
-  if (unlikely(off >= a->reserve)) return false;
-  tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-  tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
-  if (tc == NULL || atomic_load_explicit(&tc->tid, memory_order_relaxed) != tslab_thread_id()) return false;
-  tslab_busy_enter(tc);
-  bool known = false;
-  uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
-  if (tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc) {
-    uint32_t idx = tslab_slab_index(s, p);
-    known = idx != UINT32_MAX;
-    *size = 0;
-    if (known && tslab_bits_live(s->bits, idx))
-      *size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(s->starts, idx) : s->obj_size;
-    *era = e;
-  }
+  tslab_tcache_t* tc;
+  tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
+  if (s == NULL) return false;
+  uint32_t idx = tslab_slab_index(s, p);
+  bool known = idx != UINT32_MAX;
+  *size = 0;
+  if (known && tslab_bits_live(s->bits, idx))
+    *size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(s->starts, idx) : s->obj_size;
+  *era = atomic_load_explicit(&s->era, memory_order_relaxed);
   tslab_busy_exit(tc);
   return known;
 }
@@ -565,28 +571,23 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
   uintptr_t start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT;
   uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
   uintptr_t off = start - (uintptr_t)a->base;
-  if (likely(h != 0 && off < a->reserve)) {
-    tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-    tslab_tcache_t* tc = s ? atomic_load_explicit(&s->owner, memory_order_relaxed) : NULL;
-    if (tc != NULL && atomic_load_explicit(&tc->tid, memory_order_relaxed) == tslab_thread_id()) {
-      tslab_busy_enter(tc);
-      uint64_t e = atomic_load_explicit(&s->era, memory_order_relaxed);
-      _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
-      if (tslab_era_active(a, e) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc &&
-          (uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
-        /* The run is this thread's: nobody else frees its slots' local
-         * bits or moves their generations meanwhile. */
-        if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen && free_local_bits(s, idx) != FREE_REJECTED)
-          return free_local_finish(a, tc, s, idx); /* bumps the generation, ends the window */
-        tslab_busy_exit(tc);
-        return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
-      }
+  tslab_tcache_t* tc;
+  tslab_run_t* s = h != 0 ? own_run_enter(a, off, &tc) : NULL;
+  if (s != NULL) {
+    _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
+    if ((uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
+      /* The run is this thread's: nobody else frees its slots' local
+       * bits or moves their generations meanwhile. */
+      if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen && free_local_bits(s, idx) != FREE_REJECTED)
+        return free_local_finish(a, tc, s, idx); /* bumps the generation, ends the window */
       tslab_busy_exit(tc);
+      return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
     }
+    tslab_busy_exit(tc);
   }
   /* Otherwise the handle is checked and its object freed in one fenced
    * window, so the slot cannot be freed and handed out again in between. */
-  tslab_tcache_t* tc = tslab_tcache_get(a);
+  tc = tslab_tcache_get(a);
   tslab_window_enter(a, tc);
   void* p = handle_target_in_window(a, h);
   bool ok = p && free_in_window(a, tc, p);

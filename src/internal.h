@@ -329,15 +329,14 @@ typedef struct tslab_events {
 } tslab_events_t;
 
 struct tslab_tcache {
-  /* Read-mostly, apart from the lines the owner writes: every thread's free
-   * fast path reads `tid` of the run's owner, and with `busy` in its line a
-   * cross-thread free missed on it each time the owner had entered a window
-   * since. The attached thread's id (tslab_thread_id), 0 while abandoned;
-   * written under the registry mutex. */
+  /* The attached thread's id (tslab_thread_id), 0 while abandoned; written
+   * under the registry mutex. */
   _Atomic uintptr_t tid;
   tslab_t* inst;
+  /* The line of the fast paths: the owner writes `busy` on every call
+   * (odd inside a window, section 6) and closers read it. */
+  _Atomic uint64_t busy __attribute__((aligned(64)));
   tslab_slot_cache_t* slots;  /* ring_size entries, after the bins in the mapping */
-  _Atomic uint64_t busy __attribute__((aligned(64))); /* owner writes: odd inside a window (section 6) */
   pthread_mutex_t mu __attribute__((aligned(64))); /* notify list, detach, folds (and their stat_seq) */
   tslab_run_t* notify_head;   /* mu */
   _Atomic uint32_t notify_pending;
@@ -482,16 +481,20 @@ typedef struct tslab_retire_era {
 /* ------------------------------------------------------------------------- */
 
 struct tslab {
+  /* What the fast paths read, in the first line (the instance is mapped,
+   * so page-aligned): written once by tslab_create. */
   uint64_t id;                        /* unique per process, never reused */
   uint32_t ring_size, ring_mask, ring_shift;
   /* Requests the allocation fast path may serve: 1..fast_max bytes
    * (TSLAB_SMALL_MAX, or max_alloc_size when that is smaller). */
   size_t fast_max;
-  tslab_config_t config;
   uint8_t* base;                      /* reservation, 2 MiB aligned */
   size_t reserve;
-  size_t ngranules;
   _Atomic(tslab_run_t*)* map;         /* per granule */
+  tslab_epoch_word_t* ring;           /* state words */
+
+  tslab_config_t config;
+  size_t ngranules;
   _Atomic uint16_t* gen_base;         /* per granule: first handle generation of a run
                                          starting there (heap mutex writes) */
   uint16_t gen_seed;                  /* added to every handle generation (section 8) */
@@ -504,7 +507,6 @@ struct tslab {
   tslab_heap_t heap;
   tslab_grace_t grace;
 
-  tslab_epoch_word_t* ring;           /* state words */
   tslab_epoch_slot_t* slots;          /* the rest of each ring slot */
   size_t ring_bytes;
   _Atomic uint64_t current;
@@ -540,6 +542,7 @@ struct tslab {
 
   void* http;                         /* owned by src/http.c */
 };
+_Static_assert(offsetof(struct tslab, ring) + sizeof(void*) <= 64, "the fast paths' fields share one line");
 
 /* ------------------------------------------------------------------------- */
 /* Counting into an era's slot                                               */
