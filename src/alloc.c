@@ -60,14 +60,24 @@ static bool make_handle(tslab_t* a, void* p, tslab_handle_t* h) {
 
 /* ---- allocation ---- */
 
-/* Hand out one slot from the bin's set-aside word (owner, busy window). The
+/* Hand out one slot from the bin's set-aside word `m` (owner, busy window,
+ * m != 0): the one freed last while set aside (`hot`), else the lowest. The
  * slot was counted when it was set aside (src/tcache.c, bin_set_mask). */
 static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, uint64_t m) {
-  size_t b = (unsigned)__builtin_ctzll(m);
-  atomic_store_explicit(&bin->mask, m & (m - 1), memory_order_relaxed);
-  atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | (1ull << b),
+  uint8_t* p = bin->hot;
+  uint64_t bit;
+  if (p != NULL) {
+    bit = bin->hot_bit;
+    bin->hot = NULL;
+  } else {
+    size_t b = (unsigned)__builtin_ctzll(m);
+    bit = 1ull << b;
+    p = bin->base + b * bin->size;
+  }
+  atomic_store_explicit(&bin->mask, m & ~bit, memory_order_relaxed);
+  atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | bit,
                         memory_order_relaxed);
-  return bin->base + b * bin->size;
+  return p;
 }
 
 /* Smallest class that can hold size bytes at the given alignment, or
@@ -218,8 +228,8 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
       tslab_run_t* s = bin->cur;
       _Atomic uint16_t* g = s ? atomic_load_explicit(&s->gens, memory_order_relaxed) : NULL;
       if (m != 0 && g != NULL) {
-        uint32_t idx = (uint32_t)((bin->word - s->bits) / 2) * 64 + (uint32_t)__builtin_ctzll(m);
         void* p = bin_pop(bin, m);
+        uint32_t idx = tslab_slab_index(s, p);
         *out = handle_pack(a, atomic_load_explicit(&g[idx], memory_order_relaxed), s->start, idx);
         tslab_busy_exit(tc);
         return p;
@@ -266,14 +276,15 @@ static bool fail_free(tslab_t* a, int status) {
  * never settles), or cleared its bit. */
 enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
 
-/* Owner free of slot idx of s, in the busy window with s's era active: plain
- * loads and stores only (invariant S1). A slot of the word the bin has set
- * aside goes straight back into the mask (cache-hot reuse, section 3). The
+/* Owner free of slot idx of s (at p), in the busy window with s's era
+ * active: plain loads and stores only (invariant S1). A slot of the word the
+ * bin has set aside goes straight back into the mask as the bin's hot slot,
+ * the next one handed out (cache-hot reuse, section 3). The
  * mask is written before `taken` and readers read `taken` first, so a read
  * can miss the slot's return (an undercount the readers' high-water mark
  * hides) but never count it twice. A free into a parked slab counts in the
  * bin's `frees` at once: readers do not walk the parked list (3.2). */
-static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx) {
+static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx, void* p) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
   uint64_t al = atomic_load_explicit(word, memory_order_relaxed);
@@ -283,11 +294,10 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   if (bin && bin->word == word) {
     atomic_store_explicit(&bin->mask, atomic_load_explicit(&bin->mask, memory_order_relaxed) | bit,
                           memory_order_release);
+    bin->hot = p;
+    bin->hot_bit = bit;
     atomic_signal_fence(memory_order_seq_cst);
-    tslab_bump(&bin->taken, 1);
-#if TSLAB_COUNTERS
-    tslab_owner_add(&s->usage, 1ull << TSLAB_USED_BITS);
-#endif
+    tslab_bump(&bin->taken, 1); /* also the free's count (taken - refilled) */
     return FREE_SET_ASIDE;
   }
   if (s->list == TSLAB_LIST_PARKED) {
@@ -378,7 +388,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   if (idx == UINT32_MAX) return false;
   tslab_run_t* s = v.r;
   if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc && tslab_era_active(a, v.era)) {
-    if (free_local_bits(s, idx) == FREE_REJECTED) return false;
+    if (free_local_bits(s, idx, p) == FREE_REJECTED) return false;
     free_local_rest(a, tc, s, idx);
     return true;
   }
@@ -420,7 +430,7 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
     if (likely(s != NULL)) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
-      if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx)) != FREE_REJECTED)) {
+      if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx, p)) != FREE_REJECTED)) {
         if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
         tslab_busy_exit(tc);
         return true;
@@ -578,7 +588,8 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
     if ((uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
       /* The run is this thread's: nobody else frees its slots' local
        * bits or moves their generations meanwhile. */
-      if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen && free_local_bits(s, idx) != FREE_REJECTED)
+      if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen &&
+          free_local_bits(s, idx, s->start + (size_t)idx * s->obj_size) != FREE_REJECTED)
         return free_local_finish(a, tc, s, idx); /* bumps the generation, ends the window */
       tslab_busy_exit(tc);
       return fail_free(a, TSLAB_ERR_INVALID_HANDLE);

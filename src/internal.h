@@ -254,18 +254,28 @@ typedef struct tslab_bin {
    * set aside for itself; allocating one sets its bit in `*word`. Set-aside
    * slots count as taken (`taken`, the slab's `used`) from the moment they
    * are set aside, so allocating needs no counter: allocations = taken -
-   * popcount(mask). Owner writes, relaxed; statistics read it. */
+   * popcount(mask). A free into the set-aside word puts its slot back into
+   * the mask and counts once, in `taken`: frees into the mask = taken -
+   * refilled. Owner writes, relaxed; statistics read it. */
   _Atomic uint64_t mask;
   uint8_t* base;              /* address of the first slot of that word */
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
   uint32_t cls;
+  /* The slot a local free set aside last, NULL once handed out or when the
+   * mask is replaced; `hot_bit` is its bit, which `mask` then holds. The
+   * next allocation takes it: its lines are the likeliest in the core's
+   * cache, and its address comes from this load instead of the free's
+   * slot-index arithmetic and the bit scan. Owner only, like `mask`. */
+  uint8_t* hot;
+  uint64_t hot_bit;
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   /* Counters of this (slot, class) for the slot's era: the owner writes
    * them, the closer when it folds the bin. */
   _Atomic uint64_t frees;
   /* Cold. */
-  _Atomic uint64_t taken;     /* slots set aside, less those dropped unused */
+  _Atomic uint64_t taken;     /* slots set aside (by refills and frees), less those dropped unused */
+  _Atomic uint64_t refilled;  /* the refills' part of `taken` */
   /* Odd while the owner changes `cur` or the ready list, or moves pending
    * frees into `frees`, so that a reader never pairs one's old value with
    * another's new one. */

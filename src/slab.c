@@ -301,8 +301,10 @@ static void repair_attached(tslab_run_t* s, bool block) {
   tslab_bin_t* bin = block ? NULL : s->bin;
   for (uint32_t w = 0; w < s->words; w++) {
     uint64_t al = atomic_load(&s->bits[2 * w]) & ~(block ? 0 : padding(s, w));
-    if (bin && bin->cur == s && bin->word == &s->bits[2 * w])
+    if (bin && bin->cur == s && bin->word == &s->bits[2 * w]) {
       atomic_store(&bin->mask, atomic_load(&bin->mask) & ~atomic_load(&s->bits[2 * w]));
+      bin->hot = NULL; /* its slot may be one the mask just lost */
+    }
     used += tslab_popcount(al);
   }
   if (bin && bin->cur == s) used += tslab_popcount(atomic_load(&bin->mask));

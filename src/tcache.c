@@ -179,8 +179,8 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
 }
 
 /* Owner, or the closer as above: replace the set-aside slots of the current
- * slab by `mask`. Set-aside slots count in the slab's `used` and the bin's
- * `taken`, so the allocation fast path needs neither. */
+ * slab by `mask`, with no hot slot. Set-aside slots count in the slab's
+ * `used` and the bin's `taken`, so the allocation fast path needs neither. */
 static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
   int64_t delta = (int64_t)tslab_popcount(mask) - (int64_t)tslab_popcount(old);
@@ -190,7 +190,9 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
     tslab_slab_used_add(bin->cur, delta);
   }
   tslab_bump(&bin->taken, (uint64_t)delta);
+  tslab_bump(&bin->refilled, (uint64_t)delta);
   atomic_store_explicit(&bin->mask, mask, memory_order_release);
+  bin->hot = NULL;
   /* A dropped mask keeps no word: a refill that drops it may take none
    * (a full ready slab, then no memory for a new one), and a free into the
    * old word must not feed the mask of whatever slab is current next. */
@@ -237,13 +239,16 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
   if (walk && !walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f)) return false;
   /* Frees first, then `taken`, then the mask: every free read has its
    * allocation counted (section 9), and a slot a free put back into the mask
-   * is never counted twice (the free writes the mask before `taken`). */
+   * is never counted twice (the free writes the mask before `taken`). Such a
+   * free counts as a free from the same read of `taken` that counts its
+   * allocation; `refilled` changes only in a write section. */
   uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_acquire);
   uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_acquire);
+  uint64_t refilled = atomic_load_explicit(&bin->refilled, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   if (atomic_load_explicit(&bin->seq, memory_order_relaxed) != seq) return false;
   *allocs = taken - (uint64_t)tslab_popcount(mask);
-  *frees = f;
+  *frees = f + (taken - refilled);
   return true;
 }
 
@@ -976,6 +981,7 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
           tslab_fork_listed(cur, TSLAB_LIST_PARKED, bin->parked)) {
         bin->cur = NULL;
         atomic_store(&bin->mask, 0);
+        bin->hot = NULL;
         bin->word = NULL;
       } else {
         cur->list = TSLAB_LIST_CUR;

@@ -381,6 +381,85 @@ static void test_own_block_frees(void) {
  * between two words, and exact counts throughout. A refill path that keeps
  * state about the slab's words (tried: docs/BENCHMARKS.md) must reset it
  * when a flush retires the slab, or this test crashes. */
+/* A slot freed while its bitmap word is set aside is the next one handed
+ * out (the bin's hot slot), by plain allocation and with a handle, and the
+ * bitmap stays exact around it: the second free of a freed slot fails, and
+ * so does a free of the old pointer once its slot was handed out and freed
+ * again. A closed era's hot slot is never handed out to the era that takes
+ * its ring slot (and so its bins) next, while the slot's slab is kept for a
+ * live object. */
+static void test_hot_slot(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 30;
+  c.max_alloc_size = c.reserve_bytes / 4;
+  enum { RING = 4 };
+  c.epoch_ring_size = RING;
+  c.block_budget = 0; /* class slabs only */
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  tslab_stats_class_t st0, st;
+  class_for(a, 128, &st0);
+  char* p[3];
+  for (int i = 0; i < 3; i++) REQUIRE((p[i] = tslab_alloc(a, 128, e)) != NULL);
+  for (int i = 1; i < 3; i++) CHECK(p[i] == p[0] + 128 * i); /* the first slots of a word */
+  uint64_t inv0 = invalid_frees(a);
+  CHECK(tslab_free(a, p[1]));
+  CHECK(!tslab_free(a, p[1]));
+  char* q = tslab_alloc(a, 128, e);
+  CHECK(q == p[1]); /* the slot freed last, not the word's lowest free one */
+  CHECK(tslab_free(a, p[0]));
+  CHECK(tslab_free(a, p[2]));
+  CHECK(tslab_alloc(a, 128, e) == p[2]);
+  CHECK(tslab_alloc(a, 128, e) == p[0]); /* then the lowest */
+  CHECK(tslab_free(a, q));
+  CHECK(!tslab_free(a, p[1]));
+  tslab_handle_t h;
+  CHECK(tslab_alloc_handle(a, 128, e, &h) == q);
+  CHECK(tslab_handle_get(a, h) == q);
+  CHECK(tslab_free_handle(a, h));
+  CHECK(tslab_handle_get(a, h) == NULL);
+  CHECK(!tslab_free(a, q));
+  CHECK_EQ_U(invalid_frees(a) - inv0, 3);
+  class_for(a, 128, &st);
+  CHECK_EQ_U(st.allocations_total - st0.allocations_total, 7);
+  CHECK_EQ_U(st.frees_total - st0.frees_total, 5);
+  CHECK_EQ_U(st.live_objects - st0.live_objects, 2);
+  CHECK(tslab_free(a, p[0]));
+  CHECK(tslab_free(a, p[2]));
+
+  /* A request era: one object stays live, the other is the hot slot when
+   * the era closes; the next era of the same ring slot starts afresh. */
+  tslab_epoch_t r = tslab_epoch_advance(a);
+  REQUIRE(r != 0);
+  char* keep = tslab_alloc(a, 128, r);
+  char* gone = tslab_alloc(a, 128, r);
+  REQUIRE(keep != NULL && gone != NULL);
+  CHECK(tslab_free(a, gone));
+  CHECK_EQ_U(tslab_epoch_close(a, r), TSLAB_OK);
+  tslab_epoch_t r3 = 0;
+  for (int i = 0; i < 8 && r3 == 0; i++) {
+    tslab_epoch_t x = tslab_epoch_advance(a);
+    REQUIRE(x != 0);
+    if (x % RING == r % RING)
+      r3 = x;
+    else
+      CHECK_EQ_U(tslab_epoch_close(a, x), TSLAB_OK);
+  }
+  REQUIRE(r3 != 0);
+  char* next = tslab_alloc(a, 128, r3);
+  REQUIRE(next != NULL);
+  CHECK(next != gone);
+  CHECK_EQ_U(tslab_epoch_of(a, next), r3);
+  CHECK_EQ_U(tslab_epoch_of(a, keep), r);
+  CHECK(tslab_free(a, next));
+  CHECK(tslab_free(a, keep));
+  CHECK_EQ_U(tslab_epoch_close(a, r3), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 static void test_word_refill(void) {
   tslab_t* a = make((size_t)1 << 30);
   tslab_epoch_t e = tslab_epoch_current(a); /* class slabs only, no blocks */
@@ -457,6 +536,7 @@ int main(void) {
   test_sizes();
   test_own_block_frees();
   test_word_refill();
+  test_hot_slot();
   test_calloc_realloc_aligned();
   test_bad_input();
   test_handles_across_reuse();

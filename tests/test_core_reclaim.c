@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,19 +18,32 @@
 
 static size_t page;
 
-/* Resident pages among those holding the given objects. */
+static int page_order(const void* x, const void* y) {
+  uintptr_t a = *(const uintptr_t*)x, b = *(const uintptr_t*)y;
+  return (a > b) - (a < b);
+}
+
+/* Resident pages among those holding the given objects, each page counted
+ * once whatever the objects' order (allocation hands the slot freed last
+ * out first, so consecutive objects need not be in address order). */
 static size_t resident_pages(void** objs, size_t n, size_t size) {
+  size_t npages = 0;
+  for (size_t i = 0; i < n; i++)
+    npages += ((uintptr_t)objs[i] + size - 1) / page - (uintptr_t)objs[i] / page + 1;
+  uintptr_t* pages = malloc(npages * sizeof *pages);
+  REQUIRE(pages != NULL);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    for (uintptr_t pg = (uintptr_t)objs[i] & ~(page - 1); pg < (uintptr_t)objs[i] + size; pg += page) pages[k++] = pg;
+  qsort(pages, k, sizeof *pages, page_order);
   size_t count = 0;
-  uintptr_t last = 0;
-  for (size_t i = 0; i < n; i++) {
-    for (uintptr_t pg = (uintptr_t)objs[i] & ~(page - 1); pg < (uintptr_t)objs[i] + size; pg += page) {
-      if (pg == last) continue;
-      last = pg;
-      unsigned char v = 0;
-      REQUIRE(mincore((void*)pg, page, &v) == 0);
-      count += v & 1;
-    }
+  for (size_t i = 0; i < k; i++) {
+    if (i > 0 && pages[i] == pages[i - 1]) continue;
+    unsigned char v = 0;
+    REQUIRE(mincore((void*)pages[i], page, &v) == 0);
+    count += v & 1;
   }
+  free(pages);
   return count;
 }
 
@@ -370,16 +384,16 @@ static void test_decay(void) {
    * the first batch's 512 KiB are gone, also as the kernel sees it (but for
    * pages the second batch took over). */
   CHECK(g1.resident_estimate_bytes <= 16384 + (64 << 10) + pool);
-  size_t kept = 0;
+  static void* mine[DECAY_N];
+  size_t nmine = 0;
   for (size_t i = 0; i < DECAY_N; i++) {
     uintptr_t pg = (uintptr_t)objs[i] & ~(page - 1);
     bool theirs = false;
     for (size_t k = 0; k < 64 && !theirs; k++)
       theirs = pg + page > (uintptr_t)other[k] && pg < (uintptr_t)other[k] + 2048;
-    void* one = (void*)pg;
-    if (!theirs && (i == 0 || pg != ((uintptr_t)objs[i - 1] & ~(page - 1)))) kept += resident_pages(&one, 1, 1);
+    if (!theirs) mine[nmine++] = (void*)pg;
   }
-  CHECK(kept * page <= pool);
+  CHECK(resident_pages(mine, nmine, 1) * page <= pool);
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 
