@@ -247,8 +247,10 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
  * tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
  * the thread's most recently used one, as for the allocation fast path; a
  * thread that used another instance since goes through the general path.
- * Owner and era are read inside the window, so a descriptor that changed
- * hands meanwhile is caught (G3). The caller still validates the slot. */
+ * Era and owner are read inside the window, the owner after the era's state
+ * (section 3.1: a descriptor retired and formatted again for another cache
+ * in an active era fails the owner test, whatever the window's timing). The
+ * caller still validates the slot. */
 static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t* a, uintptr_t off,
                                                                         tslab_tcache_t** tc_out) {
   if (unlikely(off >= a->reserve || tslab_tls_last.id != a->id)) return NULL;
@@ -256,8 +258,8 @@ static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t*
   if (unlikely(s == NULL)) return NULL;
   tslab_tcache_t* tc = tslab_tls_last.tc;
   tslab_busy_enter(tc);
-  if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == tc &&
-             tslab_era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)))) {
+  if (likely(tslab_era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
+             atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
     *tc_out = tc;
     return s;
   }
@@ -280,9 +282,9 @@ enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
  * active: plain loads and stores only (invariant S1). A slot of the word the
  * bin has set aside goes straight back into the mask as the bin's hot slot,
  * the next one handed out (cache-hot reuse, section 3). The
- * mask is written before `taken` and readers read `taken` first, so a read
- * can miss the slot's return (an undercount the readers' high-water mark
- * hides) but never count it twice. A free into a parked slab counts in the
+ * mask is written before `taken` (a release) and readers read `taken` first
+ * (an acquire), so a read can miss the slot's return (an undercount the
+ * readers' high-water mark hides) but never count it twice. A free into a parked slab counts in the
  * bin's `frees` at once: readers do not walk the parked list (3.2). */
 static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx, void* p) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
@@ -296,8 +298,7 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
                           memory_order_release);
     bin->hot = p;
     bin->hot_bit = bit;
-    atomic_signal_fence(memory_order_seq_cst);
-    tslab_bump(&bin->taken, 1); /* also the free's count (taken - refilled) */
+    tslab_bump_release(&bin->taken, 1); /* also the free's count (taken - refilled) */
     return FREE_SET_ASIDE;
   }
   if (s->list == TSLAB_LIST_PARKED) {

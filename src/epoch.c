@@ -508,6 +508,7 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
       if (claimable(st)) {
         if (atomic_compare_exchange_strong_explicit(word, &st, TSLAB_STATE(era, TSLAB_EPOCH_EMPTY),
                                                     memory_order_seq_cst, memory_order_seq_cst)) {
+          tslab_hook_point(TSLAB_HOOK_ADVANCE_CLAIMED);
           open_era(a, era);
           return era;
         }

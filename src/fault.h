@@ -38,7 +38,9 @@ enum tslab_hook_id {
   TSLAB_HOOK_SLAB_PARKED = 7,     /* a bin changing its current slab has parked the old one, not installed the new */
   TSLAB_HOOK_RETIRE_COUNTED = 8,  /* a retire has uncounted a run from its era, not yet cleared its owner */
   TSLAB_HOOK_BUMP_MARKED = 9,     /* a refill's bump has set the object's bits, not yet moved top */
-  TSLAB_HOOK_RESERVE_TAKEN = 10   /* a refill has taken a drained block from its reserve, not yet formatted it */
+  TSLAB_HOOK_RESERVE_TAKEN = 10,  /* a refill has taken a drained block from its reserve, not yet formatted it */
+  TSLAB_HOOK_ADVANCE_CLAIMED = 11, /* an advance has claimed its slot (new era EMPTY), the old era's counts remain */
+  TSLAB_HOOK_EPOCHS_LISTED = 12    /* tslab_stats_epochs has listed the slots holding eras, not yet read them */
 };
 void tslab_hook_set(void (*hook)(int point));
 

@@ -1008,6 +1008,21 @@ static inline void tslab_bump(_Atomic uint64_t* c, uint64_t n) {
 #endif
 }
 
+/* tslab_bump as a release: a reader whose acquire load sees the new count
+ * sees every store the owner made before it (on x86-64 every store is one;
+ * the compiler barrier keeps the add after them). */
+static inline void tslab_bump_release(_Atomic uint64_t* c, uint64_t n) {
+#if TSLAB_COUNTERS && defined(__x86_64__) && !defined(TSLAB_TSAN)
+  atomic_signal_fence(memory_order_release);
+  tslab_owner_add(c, n);
+#elif TSLAB_COUNTERS
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_release);
+#else
+  (void)c;
+  (void)n;
+#endif
+}
+
 #define TSLAB_USED_BITS 16
 #define TSLAB_USED_MASK ((1ull << TSLAB_USED_BITS) - 1)
 /* used counts slots (block units), allocated or set aside: at most the

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 static uint64_t ld(_Atomic uint64_t* p) { return atomic_load_explicit(p, memory_order_acquire); }
@@ -289,8 +290,12 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
 
 /* Fill the stats of the era held by ring slot `slot`, and its cross-thread
  * frees and slow paths (for label attribution). Retries while a closer
- * folds the era's counts from the caches into its slot. */
-static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint64_t* xfrees, uint64_t* slow) {
+ * folds the era's counts from the caches into its slot. False when the slot
+ * no longer held era `expect` (0: any era) or was being claimed by a newer
+ * one (EMPTY: an advance that has not reset the slot's counts yet, which
+ * are still the old era's). */
+static bool fill_epoch(tslab_t* a, uint32_t slot, uint64_t expect, tslab_stats_epoch_t* out, uint64_t* xfrees,
+                       uint64_t* slow) {
   tslab_epoch_slot_t* es = &a->slots[slot];
   era_counts_t c;
   uint64_t st;
@@ -340,6 +345,7 @@ static void fill_epoch(tslab_t* a, uint32_t slot, tslab_stats_epoch_t* out, uint
   out->forced_close = TSLAB_RLOAD(es->forced);
   if (xfrees) *xfrees = c.xfrees;
   if (slow) *slow = c.slow;
+  return era != 0 && state != TSLAB_EPOCH_EMPTY && (expect == 0 || era == expect);
 }
 
 TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out) {
@@ -347,9 +353,8 @@ TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t
   int st = tslab_epoch_reject_status(a, e);
   if (st == TSLAB_ERR_EPOCH_CLOSED) st = TSLAB_OK;
   if (st != TSLAB_OK) return tslab_fail(st);
-  fill_epoch(a, (uint32_t)(e & a->ring_mask), out, NULL, NULL);
   /* The slot moved on to a newer era while we read it. */
-  if (out->era != e) return tslab_fail(TSLAB_ERR_EPOCH_STALE);
+  if (!fill_epoch(a, (uint32_t)(e & a->ring_mask), e, out, NULL, NULL)) return tslab_fail(TSLAB_ERR_EPOCH_STALE);
   return TSLAB_OK;
 }
 
@@ -371,8 +376,11 @@ TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t
     eras[i] = era;
     order[i] = slot;
   }
-  size_t n = held < max ? held : max;
-  for (size_t i = 0; i < n; i++) fill_epoch(a, order[i], &out[i], NULL, NULL);
+  tslab_hook_point(TSLAB_HOOK_EPOCHS_LISTED);
+  /* A slot that moved on meanwhile is left out: its counts are the old
+   * era's, under the new one's number. */
+  size_t n = 0;
+  for (size_t i = 0; i < held && n < max; i++) n += fill_epoch(a, order[i], eras[i], &out[n], NULL, NULL);
   return n;
 }
 
@@ -497,7 +505,7 @@ TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t
       if (!mine || TSLAB_STATE_ERA(st) == 0 || TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY) continue;
       tslab_stats_epoch_t e;
       uint64_t xf, sl;
-      fill_epoch(a, slot, &e, &xf, &sl);
+      if (!fill_epoch(a, slot, TSLAB_STATE_ERA(st), &e, &xf, &sl)) continue;
       o->epochs_total++;
       o->allocations_total += e.allocations_total;
       o->frees_total += e.frees_total;

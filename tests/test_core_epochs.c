@@ -1,8 +1,12 @@
 /* Epochs as eras (contract lines 1 and 4): lifetime isolation, stale and
  * unknown eras rejected, forced close when the ring wraps, close semantics,
  * labels and reference counts. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
+#include "fault.h"
 #include "test_util.h"
 
 #define GRANULE ((uintptr_t)16384)
@@ -196,10 +200,94 @@ static void test_labels_refcounts(void) {
   tslab_destroy(a);
 }
 
+/* ---- statistics of a slot an advance is claiming ---- */
+
+/* A reader that listed a slot holding a closed era and reads it after an
+ * advance claimed the slot for a newer era, before the open reset the
+ * slot's counts, finds the old era's counts there: it reports neither them
+ * under the new era's number nor the old era, which the slot no longer
+ * holds. Hooks hold the reader after its listing and the advance after its
+ * claim, so the two meet there every time. */
+static _Atomic int armed[TSLAB_HOOK_EPOCHS_LISTED + 1], held[TSLAB_HOOK_EPOCHS_LISTED + 1],
+    released[TSLAB_HOOK_EPOCHS_LISTED + 1];
+
+static void hold_once(int point) {
+  if (point != TSLAB_HOOK_ADVANCE_CLAIMED && point != TSLAB_HOOK_EPOCHS_LISTED) return;
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&armed[point], &one, 0)) return;
+  atomic_store(&held[point], 1);
+  while (!atomic_load(&released[point])) sched_yield();
+}
+
+static void wait_held(int point) {
+  for (long spins = 0; !atomic_load(&held[point]); spins++) {
+    REQUIRE(spins < 100000000);
+    sched_yield();
+  }
+}
+
+typedef struct {
+  tslab_t* a;
+  tslab_stats_epoch_t eps[4];
+  size_t n;
+  tslab_epoch_t era;
+} reader_t;
+
+static void* read_epochs(void* arg) {
+  reader_t* r = arg;
+  r->n = tslab_stats_epochs(r->a, r->eps, 4);
+  return NULL;
+}
+
+static void* advance_one(void* arg) {
+  reader_t* r = arg;
+  r->era = tslab_epoch_advance(r->a);
+  return NULL;
+}
+
+static void test_stats_of_claimed_slot(void) {
+  tslab_t* a = make_policy(2, TSLAB_ADVANCE_SKIP_OPEN);
+  tslab_epoch_t first = tslab_epoch_current(a);
+  tslab_epoch_t done = tslab_epoch_advance(a);
+  REQUIRE(done != 0);
+  void* p[10];
+  for (int i = 0; i < 10; i++) REQUIRE((p[i] = tslab_alloc(a, 64, done)) != NULL);
+  for (int i = 0; i < 10; i++) CHECK(tslab_free(a, p[i]));
+  CHECK_EQ_U(tslab_epoch_close(a, done), TSLAB_OK);
+  tslab_hook_set(hold_once);
+  reader_t rd = {.a = a}, adv = {.a = a};
+  pthread_t rt, at;
+  atomic_store(&armed[TSLAB_HOOK_EPOCHS_LISTED], 1);
+  REQUIRE(pthread_create(&rt, NULL, read_epochs, &rd) == 0);
+  wait_held(TSLAB_HOOK_EPOCHS_LISTED); /* listed: `first` open, `done` closed */
+  atomic_store(&armed[TSLAB_HOOK_ADVANCE_CLAIMED], 1);
+  REQUIRE(pthread_create(&at, NULL, advance_one, &adv) == 0);
+  wait_held(TSLAB_HOOK_ADVANCE_CLAIMED); /* `done`'s slot claimed for a newer era */
+  atomic_store(&released[TSLAB_HOOK_EPOCHS_LISTED], 1);
+  pthread_join(rt, NULL);
+  atomic_store(&released[TSLAB_HOOK_ADVANCE_CLAIMED], 1);
+  pthread_join(at, NULL);
+  tslab_hook_set(NULL);
+  REQUIRE(adv.era > done && (adv.era & 1) == (done & 1));
+  CHECK_EQ_U(rd.n, 1);
+  for (size_t i = 0; i < rd.n; i++) {
+    CHECK_EQ_U(rd.eps[i].era, first);
+    CHECK(rd.eps[i].era != adv.era && rd.eps[i].state != TSLAB_EPOCH_EMPTY);
+  }
+  tslab_stats_epoch_t st;
+  CHECK_EQ_U(tslab_stats_epoch(a, adv.era, &st), TSLAB_OK);
+  CHECK_EQ_U(st.allocations_total, 0);
+  CHECK_EQ_U(st.frees_total, 0);
+  CHECK_EQ_U(tslab_epoch_close(a, adv.era), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_isolation();
   test_eras();
   test_skip_open();
   test_labels_refcounts();
+  test_stats_of_claimed_slot();
   TEST_DONE();
 }

@@ -437,6 +437,71 @@ static void test_heap_reuse(int rounds) {
   tslab_destroy(a);
 }
 
+/* ---- per-epoch counts while eras advance ---- */
+
+/* One thread runs requests (advance, 512 allocations and frees, close) on a
+ * ring of four while this one reads every epoch's counts: for an era seen
+ * twice, allocations and frees never go backwards and frees never exceed
+ * allocations. (test_core_epochs holds open the case that once broke this:
+ * a slot claimed by an advance, still holding the old era's counts.) */
+typedef struct cycler {
+  tslab_t* a;
+  _Atomic int stop;
+  _Atomic long requests;
+} cycler_t;
+
+static void* epoch_cycler(void* arg) {
+  cycler_t* c = arg;
+  void* p[16];
+  while (!atomic_load(&c->stop)) {
+    tslab_epoch_t e = tslab_epoch_advance(c->a);
+    if (e == 0) continue;
+    for (int round = 0; round < 32; round++) {
+      for (int i = 0; i < 16; i++) p[i] = tslab_alloc(c->a, 16 + 24 * (size_t)i, e);
+      for (int i = 0; i < 16; i++)
+        if (p[i]) tslab_free(c->a, p[i]);
+    }
+    tslab_epoch_close(c->a, e);
+    atomic_fetch_add(&c->requests, 1);
+  }
+  return NULL;
+}
+
+static void test_epoch_counts_monotone(long reads) {
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.reserve_bytes = (size_t)1 << 30;
+  cfg.max_alloc_size = cfg.reserve_bytes / 4;
+  cfg.epoch_ring_size = 4;
+  cycler_t c = {tslab_create(&cfg), 0, 0};
+  REQUIRE(c.a != NULL);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, epoch_cycler, &c) == 0);
+  uint64_t seen_era[4] = {0}, seen_allocs[4] = {0}, seen_frees[4] = {0};
+  long back = 0, over = 0;
+  tslab_stats_epoch_t eps[4];
+  for (long r = 0; r < reads; r++) {
+    size_t n = tslab_stats_epochs(c.a, eps, 4);
+    for (size_t i = 0; i < n; i++) {
+      uint32_t s = eps[i].slot;
+      REQUIRE(s < 4);
+      over += eps[i].frees_total > eps[i].allocations_total;
+      if (seen_era[s] == eps[i].era)
+        back += eps[i].allocations_total < seen_allocs[s] || eps[i].frees_total < seen_frees[s];
+      seen_era[s] = eps[i].era;
+      seen_allocs[s] = eps[i].allocations_total;
+      seen_frees[s] = eps[i].frees_total;
+    }
+  }
+  atomic_store(&c.stop, 1);
+  pthread_join(t, NULL);
+  printf("epoch counts: %ld reads over %ld requests\n", reads, atomic_load(&c.requests));
+  CHECK_EQ_U(back, 0);
+  CHECK_EQ_U(over, 0);
+  CHECK_CONSISTENT(c.a);
+  tslab_destroy(c.a);
+}
+
 int main(int argc, char** argv) {
   /* Scale for slow (sanitizer) builds: argv[1] divides the work. */
   long div = argc > 1 ? atol(argv[1]) : 1;
@@ -444,5 +509,6 @@ int main(int argc, char** argv) {
   test_bounded_churn(10000000 / div);
   test_stress(400000 / div);
   test_heap_reuse((int)(60 / div > 10 ? 60 / div : 10));
+  test_epoch_counts_monotone(400000 / div);
   TEST_DONE();
 }

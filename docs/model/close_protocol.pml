@@ -476,31 +476,26 @@ inline owner_alloc(st, i, r, tmp) {
 
 inline owner_free(i, st, own, m, old, tmp, r) {
   atomic { holder[i] = NONE; pending[i] = 1; inflight++ }
-  own = owned;                                           /* s->owner names C0 (relaxed) */
+  busy_enter(0);                                         /* the thread's own cache, from its entry */
+  st = state;
+  own = owned;                                           /* s->owner names C0, read after the era */
   if
-  :: own ->
-     busy_enter(0);
-     st = state;
-     own = owned;
-     if
-     :: st == ACTIVE && own ->                           /* local free */
-        owner_path_ok();
-        assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));
-        tmp = alloc_bits;
-        alloc_bits = tmp & ~BIT(i);
-        atomic { used--; account(i) }
+  :: st == ACTIVE && own ->                              /* local free */
+     owner_path_ok();
+     assert((alloc_bits & BIT(i)) && !(remote_bits & BIT(i)));
+     tmp = alloc_bits;
+     alloc_bits = tmp & ~BIT(i);
+     atomic { used--; account(i) }
 #ifdef BLOCK
-        if                                               /* a stopped block drained */
-        :: top == NSLOTS && used == 0 -> in_cache = 0; owned = 0; retire()
-        :: else -> skip
-        fi;
-#endif
-        own = 0
-     :: else -> own = 1                                  /* to the general path */
+     if                                                  /* a stopped block drained */
+     :: top == NSLOTS && used == 0 -> in_cache = 0; owned = 0; retire()
+     :: else -> skip
      fi;
-     busy_leave(0)
-  :: else -> own = 1
+#endif
+     own = 0
+  :: else -> own = 1                                     /* to the general path */
   fi;
+  busy_leave(0);
   if
   :: own ->
      busy_enter_fenced(0);
