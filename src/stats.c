@@ -502,10 +502,13 @@ TSLAB_API size_t tslab_stats_labels(tslab_t* a, tslab_stats_label_t* out, size_t
       bool mine = es->label_id == (int)i;
       tslab_spin_unlock(&es->mu);
       uint64_t st = atomic_load(&a->ring[slot].state);
-      if (!mine || TSLAB_STATE_ERA(st) == 0 || TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY) continue;
+      if (!mine || TSLAB_STATE_ERA(st) == 0) continue;
+      /* Whatever era the slot names now, its counts are the labelled era's:
+       * a slot an advance has claimed (EMPTY) keeps them until the open
+       * moves them into the label, which waits for label_mu. */
       tslab_stats_epoch_t e;
       uint64_t xf, sl;
-      if (!fill_epoch(a, slot, TSLAB_STATE_ERA(st), &e, &xf, &sl)) continue;
+      fill_epoch(a, slot, 0, &e, &xf, &sl);
       o->epochs_total++;
       o->allocations_total += e.allocations_total;
       o->frees_total += e.frees_total;

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fault.h"
 #include "test_util.h"
@@ -253,6 +254,7 @@ static void test_stats_of_claimed_slot(void) {
   void* p[10];
   for (int i = 0; i < 10; i++) REQUIRE((p[i] = tslab_alloc(a, 64, done)) != NULL);
   for (int i = 0; i < 10; i++) CHECK(tslab_free(a, p[i]));
+  CHECK_EQ_U(tslab_epoch_set_label(a, done, "claimed"), TSLAB_OK);
   CHECK_EQ_U(tslab_epoch_close(a, done), TSLAB_OK);
   tslab_hook_set(hold_once);
   reader_t rd = {.a = a}, adv = {.a = a};
@@ -263,6 +265,17 @@ static void test_stats_of_claimed_slot(void) {
   atomic_store(&armed[TSLAB_HOOK_ADVANCE_CLAIMED], 1);
   REQUIRE(pthread_create(&at, NULL, advance_one, &adv) == 0);
   wait_held(TSLAB_HOOK_ADVANCE_CLAIMED); /* `done`'s slot claimed for a newer era */
+  /* The label still counts its era, whose counts the slot still holds. */
+  tslab_stats_label_t labels[TSLAB_LABELS_MAX + 1];
+  size_t nl = tslab_stats_labels(a, labels, TSLAB_LABELS_MAX + 1);
+  size_t found = 0;
+  for (size_t i = 0; i < nl; i++)
+    if (strcmp(labels[i].label, "claimed") == 0) {
+      found++;
+      CHECK_EQ_U(labels[i].allocations_total, 10);
+      CHECK_EQ_U(labels[i].frees_total, 10);
+    }
+  CHECK_EQ_U(found, 1);
   atomic_store(&released[TSLAB_HOOK_EPOCHS_LISTED], 1);
   pthread_join(rt, NULL);
   atomic_store(&released[TSLAB_HOOK_ADVANCE_CLAIMED], 1);
@@ -278,6 +291,9 @@ static void test_stats_of_claimed_slot(void) {
   CHECK_EQ_U(tslab_stats_epoch(a, adv.era, &st), TSLAB_OK);
   CHECK_EQ_U(st.allocations_total, 0);
   CHECK_EQ_U(st.frees_total, 0);
+  nl = tslab_stats_labels(a, labels, TSLAB_LABELS_MAX + 1);
+  for (size_t i = 0; i < nl; i++)
+    if (strcmp(labels[i].label, "claimed") == 0) CHECK_EQ_U(labels[i].allocations_total, 10);
   CHECK_EQ_U(tslab_epoch_close(a, adv.era), TSLAB_OK);
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
