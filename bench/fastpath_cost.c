@@ -9,11 +9,16 @@
  * from round to round, and the ratios are taken per round between blocks that
  * ran a few milliseconds apart. The two tslab builds are loaded with dlopen,
  * each with its own symbols, and called through the same function pointers.
+ * Each build comes in several code placements (bench/CMakeLists.txt: the
+ * same code shifted by a few bytes), and every round compares the two
+ * builds in one placement, so the layout luck of one compilation does not
+ * pass for the counters' cost.
  *
  * Usage: bench_fastpath_cost [--json] [rounds=61] [churn_pairs=200000]
  *                            [batch_n=10000] [batch_rounds=5] [touch=1]
- *                            [with=PATH] [without=PATH] [control=PATH]
- * The libraries default to the ones built with this program. */
+ *                            [with=PATHS] [without=PATHS] [control=PATHS]
+ * PATHS: one library per code placement, separated by ':', as many for
+ * each; they default to the ones built with this program. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdbool.h>
@@ -186,17 +191,25 @@ static summary_t summarize(double* v, int n) {
   return s;
 }
 
-/* The contestants. CONTROL is a second copy of the shipped library (another
- * file, so another load): its ratio to WITH shows how far two identical
- * builds differ in this measurement, the floor under any other ratio. */
-enum { WITH, WITHOUT, CONTROL, GLIBC, NCONT, MAX_ROUNDS = 1001 };
+/* The contestants. CONTROL is a second copy of the build with counters
+ * (another file, so another load): its ratio to WITH shows how far two
+ * identical builds differ in this measurement, the floor under any other
+ * ratio. */
+enum { WITH, WITHOUT, CONTROL, GLIBC, NCONT, MAX_ROUNDS = 1001, MAX_CODE = 8 };
+
+/* Split a ':'-separated list of paths in place; how many (at most max). */
+static int split_paths(char* list, char** out, int max) {
+  int n = 0;
+  for (char* save = NULL; n < max && (out[n] = strtok_r(n ? NULL : list, ":", &save)) != NULL;) n++;
+  return n;
+}
 
 /* Each tslab build keeps its thread cache pointer in initial-exec TLS (the
  * fast path reads it with one instruction), which a dlopen'ed library must
- * take from glibc's static TLS surplus; two builds need more than the
+ * take from glibc's static TLS surplus; a dozen builds need more than the
  * default surplus, so the program re-executes itself once with a larger one. */
 static void ensure_static_tls(char** argv) {
-  static const char tunable[] = "glibc.rtld.optional_static_tls=16384";
+  static const char tunable[] = "glibc.rtld.optional_static_tls=65536";
   const char* cur = getenv("GLIBC_TUNABLES");
   if (cur && strstr(cur, "glibc.rtld.optional_static_tls=")) return;
   char buf[1024];
@@ -222,15 +235,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   h_rng rng = {h_now_ns() | 1};
-  static tslab_lib_t libs[3];
-  const char* paths[3] = {h_arg_str(na, args, "with", TSLAB_WITH_COUNTERS),
-                          h_arg_str(na, args, "without", TSLAB_WITHOUT_COUNTERS),
-                          h_arg_str(na, args, "control", TSLAB_CONTROL)};
-  for (int i = 0; i < 3; i++)
-    if (!lib_load(paths[i], &libs[i], &rng)) return 2;
-  contestant_t cs[NCONT] = {{"tslab", lib_alloc, lib_free, &libs[WITH]},
-                            {"tslab, counters off", lib_alloc, lib_free, &libs[WITHOUT]},
-                            {"tslab, second copy", lib_alloc, lib_free, &libs[CONTROL]},
+  /* libs[build][code placement] */
+  static tslab_lib_t libs[3][MAX_CODE];
+  static char lists[3][4096];
+  const char* defaults[3] = {TSLAB_WITH_COUNTERS, TSLAB_WITHOUT_COUNTERS, TSLAB_CONTROL};
+  const char* keys[3] = {"with", "without", "control"};
+  int ncode = 0;
+  for (int i = 0; i < 3; i++) {
+    snprintf(lists[i], sizeof lists[i], "%s", h_arg_str(na, args, keys[i], defaults[i]));
+    char* paths[MAX_CODE];
+    int n = split_paths(lists[i], paths, MAX_CODE);
+    if (n == 0 || (i > 0 && n != ncode)) {
+      fprintf(stderr, "bench_fastpath_cost: with, without and control need as many libraries each\n");
+      return 1;
+    }
+    ncode = n;
+    for (int k = 0; k < n; k++)
+      if (!lib_load(paths[k], &libs[i][k], &rng)) return 2;
+  }
+  contestant_t cs[NCONT] = {{"tslab", lib_alloc, lib_free, NULL},
+                            {"tslab, counters off", lib_alloc, lib_free, NULL},
+                            {"tslab, second copy", lib_alloc, lib_free, NULL},
                             {"glibc", glibc_alloc, glibc_free, NULL}};
   pm.slots = h_map((size_t)pm.batch_n * sizeof *pm.slots);
   pm.order = h_map((size_t)pm.batch_n * sizeof *pm.order);
@@ -245,12 +270,19 @@ int main(int argc, char** argv) {
 
   /* ratio[f][q][r]: the round's WITH time over WITHOUT, CONTROL, GLIBC. */
   static double ns[NFIGS][NCONT][MAX_ROUNDS], ratio[NFIGS][3][MAX_ROUNDS];
+  /* Round r runs code placement r % ncode and, in each build of it, the
+   * instance (r / ncode) % PLACEMENTS; the first pass over every pair warms
+   * up. */
+  int warm = ncode * PLACEMENTS;
   for (int f = 0; f < NFIGS; f++) {
-    for (int r = -PLACEMENTS; r < rounds; r++) { /* the first pass over the placements warms up */
-      int placement = (r + PLACEMENTS) % PLACEMENTS;
-      for (int i = 0; i < 3; i++) libs[i].cur = placement;
+    for (int r = -warm; r < rounds; r++) {
+      int code = (r + warm) % ncode, placement = (r + warm) / ncode % PLACEMENTS;
+      for (int i = 0; i < 3; i++) {
+        libs[i][code].cur = placement;
+        cs[i].ctx = &libs[i][code];
+      }
       for (int k = 0; k < NCONT; k++) {
-        int c = (r + PLACEMENTS + k) % NCONT;
+        int c = (r + warm + k) % NCONT;
         double t = run_block(f, &cs[c], &pm);
         if (r >= 0) ns[f][c][r] = t;
       }
@@ -260,14 +292,24 @@ int main(int argc, char** argv) {
   }
 
   if (json)
-    printf("{\"workload\":\"fastpath_cost\",\"rounds\":%d,\"placements\":%d,\"touch\":%d,\"figures\":{", rounds,
-           PLACEMENTS, h_touch_all);
+    printf("{\"workload\":\"fastpath_cost\",\"rounds\":%d,\"placements\":%d,\"code_placements\":%d,"
+           "\"touch\":%d,\"figures\":{",
+           rounds, PLACEMENTS, ncode, h_touch_all);
   else
-    printf("128 B objects, %d rounds over %d placements; ns per operation (churn: per pair), "
-           "median [95%% CI]\n", rounds, PLACEMENTS);
+    printf("128 B objects, %d rounds over %d code placements of each build and %d instance placements; "
+           "ns per operation (churn: per pair), median [95%% CI]\n",
+           rounds, ncode, PLACEMENTS);
   static const char* const ratio_keys[3] = {"on_off", "control", "glibc"};
   static const char* const ratio_names[3] = {"counters on/off", "copy/copy", "tslab/glibc"};
   for (int f = 0; f < NFIGS; f++) {
+    /* The on/off ratio of each code placement alone: how far layout moves it. */
+    double by_code[MAX_CODE];
+    for (int k = 0; k < ncode; k++) {
+      static double v[MAX_ROUNDS];
+      int n = 0;
+      for (int r = k; r < rounds; r += ncode) v[n++] = ratio[f][0][r];
+      by_code[k] = summarize(v, n).median;
+    }
     summary_t t[NCONT], q[3];
     for (int c = 0; c < NCONT; c++) t[c] = summarize(ns[f][c], rounds);
     for (int i = 0; i < 3; i++) q[i] = summarize(ratio[f][i], rounds);
@@ -277,12 +319,16 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 3; i++)
         printf(",\"%s_ratio\":%.4f,\"%s_ratio_lo\":%.4f,\"%s_ratio_hi\":%.4f", ratio_keys[i], q[i].median,
                ratio_keys[i], q[i].lo, ratio_keys[i], q[i].hi);
-      printf("}");
+      printf(",\"on_off_ratio_by_code\":[");
+      for (int k = 0; k < ncode; k++) printf("%s%.4f", k ? "," : "", by_code[k]);
+      printf("]}");
     } else {
       printf("%-11s", fig_names[f]);
       for (int c = 0; c < NCONT; c++) printf("  %s %.2f", cs[c].name, t[c].median);
       printf("\n%-11s", "");
       for (int i = 0; i < 3; i++) printf("  %s %.3f [%.3f, %.3f]", ratio_names[i], q[i].median, q[i].lo, q[i].hi);
+      printf("\n%-11s  counters on/off by code placement:", "");
+      for (int k = 0; k < ncode; k++) printf(" %.3f", by_code[k]);
       printf("\n");
     }
   }

@@ -78,7 +78,7 @@ class Results:
         for r in self.ok.get((case, variant), []):
             try:
                 out.append(float(fn(r)))
-            except (KeyError, TypeError, ZeroDivisionError):
+            except (KeyError, IndexError, TypeError, ZeroDivisionError):
                 pass
         return out
 
@@ -898,13 +898,15 @@ def write_report(res, outdir, real, real_problem):
 
     section(out, "counters", "tslab with its statistics counters (the shipped library) against the same "
             "sources built with TSLAB_COUNTERS=0 and glibc malloc, taking turns in one process "
-            "(bench_fastpath_cost: short blocks in rotated order, ratios per round, each tslab build over "
-            "8 instance placements; every build writes and reads its objects alike). The A/A column compares "
-            "two copies of the shipped library the same way: how far identical code differs in this "
-            "measurement. Each cell is the median over repeats of a run's median; brackets hold the median "
+            "(bench_fastpath_cost: short blocks in rotated order, ratios per round, each tslab build in 4 "
+            "code placements (its functions shifted by 0, 16, 32 and 48 bytes; a round compares the two builds "
+            "in one placement) over 8 instance placements; every build writes and reads its objects alike). "
+            "The last column gives the on/off ratio of each code placement alone: what the layout of one "
+            "compilation moves. The A/A column compares two copies of a build with counters the same way: how "
+            "far identical code differs in this measurement. Each cell is the median over repeats of a run's median; brackets hold the median "
             "over repeats of each run's 95% confidence interval bounds. Target: on/off within 2%.")
     out += ["| figure | counters on, ns | counters off, ns | on / off [CI] | A/A control [CI] | glibc, ns "
-            "| tslab / glibc |", "|---|---:|---:|---:|---:|---:|---:|"]
+            "| tslab / glibc | on / off by code placement |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for fig, name in COUNTER_FIGURES:
         g = {k: fastpath(res, fig, k) for k in ["ns_counters_on", "ns_counters_off", "ns_glibc", "on_off_ratio",
                                                 "on_off_ratio_lo", "on_off_ratio_hi", "control_ratio",
@@ -912,10 +914,16 @@ def write_report(res, outdir, real, real_problem):
         if g["on_off_ratio"] is None:
             out.append(f"| {name} | failed: {res.error('fastpath_cost', 'tslab')[:100]} | | | | | |")
             continue
+        by_code = []
+        for k in range(4):
+            v = res.median("fastpath_cost", "tslab",
+                           lambda r, k=k: r["figures"][fig].get("on_off_ratio_by_code", [])[k])
+            if v is not None:
+                by_code.append(f"{v:.3f}")
         out.append(f"| {name} | {g['ns_counters_on']:.2f} | {g['ns_counters_off']:.2f} "
                    f"| {g['on_off_ratio']:.3f} [{g['on_off_ratio_lo']:.3f}, {g['on_off_ratio_hi']:.3f}] "
                    f"| {g['control_ratio']:.3f} [{g['control_ratio_lo']:.3f}, {g['control_ratio_hi']:.3f}] "
-                   f"| {g['ns_glibc']:.2f} | {g['glibc_ratio']:.3f} |")
+                   f"| {g['ns_glibc']:.2f} | {g['glibc_ratio']:.3f} | {', '.join(by_code)} |")
     out.append("")
 
     section(out, "untouched", "The speed figures again with untouched objects (touch=0): each object gets one "
