@@ -485,7 +485,8 @@ TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t*
 TSLAB_API size_t tslab_stats_classes(tslab_t* a, tslab_stats_class_t* out, size_t max);
 /* Stats of one era (TSLAB_ERR_EPOCH_STALE / _UNKNOWN when not in the ring). */
 TSLAB_API int tslab_stats_epoch(tslab_t* a, tslab_epoch_t e, tslab_stats_epoch_t* out);
-/* All eras in the ring, oldest first; returns how many were written. */
+/* All eras in the ring, oldest first; returns how many were written. An
+ * era whose slot an advance takes over while this reads is left out. */
 TSLAB_API size_t tslab_stats_epochs(tslab_t* a, tslab_stats_epoch_t* out, size_t max);
 TSLAB_API int tslab_stats_thread(tslab_t* a, tslab_stats_thread_t* out);
 /* Time one in n slow-path calls (n = 0 turns sampling off). */
