@@ -281,11 +281,11 @@ enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
 /* Owner free of slot idx of s (at p), in the busy window with s's era
  * active: plain loads and stores only (invariant S1). A slot of the word the
  * bin has set aside goes straight back into the mask as the bin's hot slot,
- * the next one handed out (cache-hot reuse, section 3). The
- * mask is written before `taken` (a release) and readers read `taken` first
- * (an acquire), so a read can miss the slot's return (an undercount the
- * readers' high-water mark hides) but never count it twice. A free into a parked slab counts in the
- * bin's `frees` at once: readers do not walk the parked list (3.2). */
+ * the next one handed out (cache-hot reuse, section 3). The mask is written
+ * before `taken` (a release) and readers read `taken` first (an acquire), so
+ * a read can miss the slot's return (an undercount the readers' high-water
+ * mark hides) but never count it twice. A free into a parked slab counts in
+ * the bin's `frees` at once: readers do not walk the parked list (3.2). */
 static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx, void* p) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
