@@ -272,7 +272,9 @@ int main(int argc, char** argv) {
   static double ns[NFIGS][NCONT][MAX_ROUNDS], ratio[NFIGS][3][MAX_ROUNDS];
   /* Round r runs code placement r % ncode and, in each build of it, the
    * instance (r / ncode) % PLACEMENTS; the first pass over every pair warms
-   * up. */
+   * up. The contestants' order rotates with r / ncode, so every placement
+   * sees every order (rotating with r would tie each placement to one order
+   * when ncode divides NCONT). */
   int warm = ncode * PLACEMENTS;
   for (int f = 0; f < NFIGS; f++) {
     for (int r = -warm; r < rounds; r++) {
@@ -282,7 +284,7 @@ int main(int argc, char** argv) {
         cs[i].ctx = &libs[i][code];
       }
       for (int k = 0; k < NCONT; k++) {
-        int c = (r + warm + k) % NCONT;
+        int c = ((r + warm) / ncode + k) % NCONT;
         double t = run_block(f, &cs[c], &pm);
         if (r >= 0) ns[f][c][r] = t;
       }

@@ -450,12 +450,20 @@ static void open_era(tslab_t* a, uint64_t era) {
    * first; later ones see the new era and count elsewhere. */
   for (unsigned spins = 0; atomic_load_explicit(&es->inflight, memory_order_seq_cst); spins++)
     if (spins > 64) sched_yield();
-  /* The old era's label id cannot change any more (its slot names the new
-   * era, so set_label refuses it), so it is read before taking the locks in
-   * their order. */
-  bool labelled = __atomic_load_n(&es->label_id, __ATOMIC_RELAXED) >= 0;
-  if (labelled) pthread_mutex_lock(&a->label_mu);
+  /* The old era's label id is read under the slot's lock: set_label checks
+   * the era and writes the id in one section of that lock, so a label set
+   * or cleared by a check that came before the claim is seen here, and any
+   * later one finds the slot claimed and is refused (an unlocked read could
+   * miss the write, fold nothing and reset the label, or fold a label that
+   * is gone). A labelled slot needs label_mu first, in lock order; the slot
+   * is claimed, so its id cannot change while the lock is let go. */
   tslab_spin_lock(&es->mu);
+  bool labelled = es->label_id >= 0;
+  if (labelled) {
+    tslab_spin_unlock(&es->mu);
+    pthread_mutex_lock(&a->label_mu);
+    tslab_spin_lock(&es->mu);
+  }
   uint64_t seq = atomic_load_explicit(&es->stat_seq, memory_order_relaxed);
   atomic_store_explicit(&es->stat_seq, seq + 1, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);

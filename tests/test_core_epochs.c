@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "fault.h"
 #include "test_util.h"
@@ -299,11 +300,73 @@ static void test_stats_of_claimed_slot(void) {
   tslab_destroy(a);
 }
 
+/* ---- a label set or cleared while an advance takes the slot over ---- */
+
+/* One thread labels and unlabels the closed era in the slot the next
+ * advance takes, until the advance has claimed it and the label is refused,
+ * while this thread advances. The open must read the label the way its last
+ * successful change left it: it once read it before taking any lock, and a
+ * label cleared in between sent the label fold to labels[-1], the instance
+ * fields just before the table (the label mutex, `current`), and a label set
+ * in between was dropped without its counts. */
+static tslab_t* race_inst;
+static _Atomic tslab_epoch_t race_target;
+static _Atomic int race_go, race_stop;
+
+static void* toggle_label(void* arg) {
+  (void)arg;
+  while (!atomic_load(&race_stop)) {
+    if (!atomic_load(&race_go)) {
+      sched_yield();
+      continue;
+    }
+    tslab_epoch_t e = atomic_load(&race_target);
+    for (unsigned k = 0; tslab_epoch_set_label(race_inst, e, (k & 1) ? NULL : "toggled") == TSLAB_OK; k++) {
+    }
+    atomic_store(&race_go, 0);
+  }
+  return NULL;
+}
+
+static void test_label_during_claim(long rounds) {
+  race_inst = make_policy(2, TSLAB_ADVANCE_SKIP_OPEN);
+  tslab_epoch_t cur = tslab_epoch_advance(race_inst);
+  REQUIRE(cur != 0);
+  CHECK_EQ_U(tslab_epoch_close(race_inst, cur - 1), TSLAB_OK);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, toggle_label, NULL) == 0);
+  long bad = 0;
+  for (long i = 0; i < rounds && !bad; i++) {
+    for (int k = 0; k < 3; k++) CHECK(tslab_alloc(race_inst, 64, cur) != NULL);
+    atomic_store(&race_target, cur - 1); /* closed, in the slot the next advance takes */
+    atomic_store(&race_go, 1);
+    for (volatile long s = 0; s < i % 256; s++) {
+    }
+    tslab_epoch_t n = tslab_epoch_advance(race_inst);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&race_go)) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      REQUIRE(now.tv_sec - t0.tv_sec < 20); /* the toggler is stuck: a lock was corrupted */
+      sched_yield();
+    }
+    bad += n != cur + 1 || tslab_epoch_current(race_inst) != n;
+    CHECK_EQ_U(tslab_epoch_close(race_inst, cur), TSLAB_OK);
+    cur = n;
+  }
+  atomic_store(&race_stop, 1);
+  pthread_join(t, NULL);
+  CHECK_EQ_U(bad, 0);
+  CHECK_CONSISTENT(race_inst);
+  tslab_destroy(race_inst);
+}
+
 int main(void) {
   test_isolation();
   test_eras();
   test_skip_open();
   test_labels_refcounts();
   test_stats_of_claimed_slot();
+  test_label_during_claim(20000);
   TEST_DONE();
 }
