@@ -61,14 +61,14 @@ static bool make_handle(tslab_t* a, void* p, tslab_handle_t* h) {
 /* ---- allocation ---- */
 
 /* Hand out one slot from the bin's set-aside word `m` (owner, busy window,
- * m != 0): the one freed last while set aside (`hot`), else the lowest. The
- * slot was counted when it was set aside (src/tcache.c, bin_set_mask). */
+ * m != 0): the one freed last while set aside (`hot`, while the mask still
+ * holds its bit), else the lowest. The slot was counted when it was set
+ * aside (src/tcache.c, bin_set_mask). */
 static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, uint64_t m) {
-  uint8_t* p = bin->hot;
-  uint64_t bit;
-  if (p != NULL) {
-    bit = bin->hot_bit;
-    bin->hot = NULL;
+  uint64_t bit = bin->hot_bit;
+  uint8_t* p;
+  if (m & bit) {
+    p = bin->hot;
   } else {
     size_t b = (unsigned)__builtin_ctzll(m);
     bit = 1ull << b;

@@ -262,8 +262,9 @@ typedef struct tslab_bin {
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
   uint32_t cls;
-  /* The slot a local free set aside last, NULL once handed out or when the
-   * mask is replaced; `hot_bit` is its bit, which `mask` then holds. The
+  /* The slot a local free set aside last and its bit, meaningful while the
+   * mask holds that bit: handing the slot out or trimming the mask takes
+   * the bit away, and a new mask (another word) comes with hot_bit 0. The
    * next allocation takes it: its lines are the likeliest in the core's
    * cache, and its address comes from this load instead of the free's
    * slot-index arithmetic and the bit scan. Owner only, like `mask`. */

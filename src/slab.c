@@ -303,7 +303,7 @@ static void repair_attached(tslab_run_t* s, bool block) {
     uint64_t al = atomic_load(&s->bits[2 * w]) & ~(block ? 0 : padding(s, w));
     if (bin && bin->cur == s && bin->word == &s->bits[2 * w]) {
       atomic_store(&bin->mask, atomic_load(&bin->mask) & ~atomic_load(&s->bits[2 * w]));
-      bin->hot = NULL; /* its slot may be one the mask just lost */
+      bin->hot_bit = 0; /* a free cut short may have stored one of hot and hot_bit */
     }
     used += tslab_popcount(al);
   }

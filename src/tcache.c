@@ -192,7 +192,7 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
   tslab_bump(&bin->taken, (uint64_t)delta);
   tslab_bump(&bin->refilled, (uint64_t)delta);
   atomic_store_explicit(&bin->mask, mask, memory_order_release);
-  bin->hot = NULL;
+  bin->hot_bit = 0;
   /* A dropped mask keeps no word: a refill that drops it may take none
    * (a full ready slab, then no memory for a new one), and a free into the
    * old word must not feed the mask of whatever slab is current next. */
@@ -981,7 +981,6 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
           tslab_fork_listed(cur, TSLAB_LIST_PARKED, bin->parked)) {
         bin->cur = NULL;
         atomic_store(&bin->mask, 0);
-        bin->hot = NULL;
         bin->word = NULL;
       } else {
         cur->list = TSLAB_LIST_CUR;
