@@ -243,8 +243,8 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
 /* ---- free ---- */
 
 /* The run at offset off of the reservation when the calling thread owns it
- * and its era is active, with the thread's busy window open (end it with
- * tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
+ * and its era (*era) is active, with the thread's busy window open (end it
+ * with tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
  * the thread's most recently used one, as for the allocation fast path; a
  * thread that used another instance since goes through the general path.
  * Era and owner are read inside the window, the owner after the era's state
@@ -252,14 +252,14 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
  * in an active era fails the owner test, whatever the window's timing). The
  * caller still validates the slot. */
 static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t* a, uintptr_t off,
-                                                                        tslab_tcache_t** tc_out) {
+                                                                        tslab_tcache_t** tc_out, uint64_t* era) {
   if (unlikely(off >= a->reserve || tslab_tls_last.id != a->id)) return NULL;
   tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
   if (unlikely(s == NULL)) return NULL;
   tslab_tcache_t* tc = tslab_tls_last.tc;
   tslab_busy_enter(tc);
-  if (likely(tslab_era_active(a, atomic_load_explicit(&s->era, memory_order_relaxed)) &&
-             atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
+  *era = atomic_load_explicit(&s->era, memory_order_relaxed);
+  if (likely(tslab_era_active(a, *era) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
     *tc_out = tc;
     return s;
   }
@@ -427,7 +427,8 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
     tslab_tcache_t* tc;
-    tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
+    uint64_t era;
+    tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc, &era);
     if (likely(s != NULL)) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
@@ -475,14 +476,13 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
 static inline bool owned_live_size(tslab_t* a, const void* p, size_t* size, uint64_t* era) {
   if (unlikely(a == NULL)) return false;
   tslab_tcache_t* tc;
-  tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
+  tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc, era);
   if (s == NULL) return false;
   uint32_t idx = tslab_slab_index(s, p);
   bool known = idx != UINT32_MAX;
   *size = 0;
   if (known && tslab_bits_live(s->bits, idx))
     *size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(s->starts, idx) : s->obj_size;
-  *era = atomic_load_explicit(&s->era, memory_order_relaxed);
   tslab_busy_exit(tc);
   return known;
 }
@@ -583,7 +583,8 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
   uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
   uintptr_t off = start - (uintptr_t)a->base;
   tslab_tcache_t* tc;
-  tslab_run_t* s = h != 0 ? own_run_enter(a, off, &tc) : NULL;
+  uint64_t era;
+  tslab_run_t* s = h != 0 ? own_run_enter(a, off, &tc, &era) : NULL;
   if (s != NULL) {
     _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
     if ((uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
