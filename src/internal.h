@@ -79,7 +79,6 @@ typedef struct tslab_class_info {
 
 TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
 /* Class of sizes up to 1024 by (size + 7) / 8: one load on the fast path. */
-TSLAB_INTERNAL extern uint8_t tslab_class_small[129];
 TSLAB_INTERNAL void tslab_classes_init(void);
 
 /* Population count: one instruction where the target has it. The library
@@ -107,12 +106,18 @@ static inline uint32_t tslab_popcount(uint64_t x) {
 #endif
 }
 
-/* Class of a request of 1..TSLAB_SMALL_MAX bytes. */
+/* Class of a request of 1..TSLAB_SMALL_MAX bytes. With s = size - 1 and
+ * 2^k <= s < 2^(k+1), s >> (k - 3) is 8 plus the three bits below the top
+ * one, which pick one of the power's eight classes; the powers from 2^6 on
+ * start at class 8 (k - 5). Taking k from s | 64 makes sizes up to 64 the
+ * power 2^6's lower half, where s >> 3 steps by 8 bytes from class 0. One
+ * formula for every size: a table for small sizes and this for the rest
+ * cost a branch that a program of mixed sizes mispredicted on every other
+ * allocation (docs/BENCHMARKS.md). */
 static inline uint32_t tslab_class_of(size_t size) {
-  if (likely(size <= 1024)) return tslab_class_small[(size + 7) >> 3];
   size_t s = size - 1;
-  uint32_t k = 63u - (uint32_t)__builtin_clzll(s); /* 2^k <= s < 2^(k+1), k >= 6 */
-  return 8u + (k - 6u) * 8u + (uint32_t)((s >> (k - 3u)) & 7u);
+  uint32_t k = 63u ^ (uint32_t)__builtin_clzll(s | 64); /* 63 - clz: bsr */
+  return 8u * (k - 6u) + (uint32_t)(s >> (k - 3u));
 }
 
 /* ------------------------------------------------------------------------- */

@@ -9,7 +9,6 @@
 #include "internal.h"
 
 TSLAB_INTERNAL tslab_class_info_t tslab_classes[TSLAB_CLASSES];
-TSLAB_INTERNAL uint8_t tslab_class_small[129];
 
 static uint32_t class_size(uint32_t c) {
   if (c < 8) return (c + 1) * 8;
@@ -35,12 +34,6 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     ci->capacity = (uint32_t)n;
     ci->words = (uint32_t)((n + 63) / 64);
     ci->recip = (uint32_t)(((1ull << 32) + ci->size - 1) / ci->size);
-  }
-  /* Sizes 8k-7 .. 8k share an entry; the class must hold the largest, 8k. */
-  uint32_t c = 0;
-  for (uint32_t i = 1; i <= 128; i++) {
-    while (tslab_classes[c].size < i * 8) c++;
-    tslab_class_small[i] = (uint8_t)c;
   }
 }
 

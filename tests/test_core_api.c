@@ -46,6 +46,32 @@ static void test_sizes(void) {
   tslab_destroy(a);
 }
 
+/* Every size up to the largest class gets the smallest class that holds it:
+ * the usable size (the class size, in the first epoch, which has no blocks)
+ * changes exactly where a size exceeds the class below, and steps by 8 up
+ * to 64 bytes, and above by an eighth of the power of two at most. */
+static void test_class_boundaries(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  size_t prev = 0;
+  for (size_t size = 1; size <= tslab_small_max(); size++) {
+    void* p = tslab_alloc(a, size, e);
+    REQUIRE(p != NULL);
+    size_t us = tslab_usable_size(a, p);
+    if (us < size || (prev >= size && us != prev) || (prev < size && size <= 64 && us != (size + 7) / 8 * 8) ||
+        (size > 64 && us - size >= us / 8)) {
+      fprintf(stderr, "size %zu: usable %zu after %zu\n", size, us, prev);
+      CHECK(false);
+      break;
+    }
+    prev = us;
+    CHECK(tslab_free(a, p));
+  }
+  CHECK_EQ_U(prev, tslab_small_max());
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 static void test_calloc_realloc_aligned(void) {
   tslab_t* a = make((size_t)1 << 30);
   tslab_epoch_t e = tslab_epoch_current(a);
@@ -534,6 +560,7 @@ static void test_word_refill(void) {
 
 int main(void) {
   test_sizes();
+  test_class_boundaries();
   test_own_block_frees();
   test_word_refill();
   test_hot_slot();
