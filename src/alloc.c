@@ -528,35 +528,69 @@ TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
 
 /* ---- handles ---- */
 
-/* The object a handle names, if it is live: found and checked in a fenced
- * window (section 4). */
+/* A handle's fields: generation (without the instance's seed), the address
+ * of its run's first granule, slot. */
+typedef struct {
+  uint16_t gen;
+  uintptr_t start;
+  uint32_t idx;
+} handle_fields_t;
+
+static handle_fields_t handle_unpack(const tslab_t* a, tslab_handle_t h) {
+  return (handle_fields_t){
+      .gen = (uint16_t)((h >> (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) - a->gen_seed),
+      .start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT,
+      .idx = (uint32_t)(h & HANDLE_SLOT_MASK)};
+}
+
 /* The object handle h names, if it is live and the generation matches; in
  * the caller's fenced window. */
 static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
   if (h == 0) return NULL;
-  uint16_t gen = (uint16_t)((h >> (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) - a->gen_seed);
-  uintptr_t start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT;
-  uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
-  if (start - (uintptr_t)a->base >= a->reserve) return NULL;
+  handle_fields_t f = handle_unpack(a, h);
+  if (f.start - (uintptr_t)a->base >= a->reserve) return NULL;
   void* p = NULL;
   tslab_run_view_t v;
-  if (tslab_run_view(a, (void*)start, &v) && (uintptr_t)v.start == start) {
+  if (tslab_run_view(a, (void*)f.start, &v) && (uintptr_t)v.start == f.start) {
     if (v.kind == TSLAB_RUN_LARGE) {
-      if (idx == 0 && TSLAB_RLOAD(v.r->gen) == gen &&
+      if (f.idx == 0 && TSLAB_RLOAD(v.r->gen) == f.gen &&
           atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
         p = v.start;
-    } else if (idx < v.capacity && tslab_bits_live(v.bits, idx)) {
+    } else if (f.idx < v.capacity && tslab_bits_live(v.bits, f.idx)) {
       bool match;
       if (v.kind == TSLAB_RUN_BLOCK) {
-        match = TSLAB_RLOAD(v.r->gen) == gen;
+        match = TSLAB_RLOAD(v.r->gen) == f.gen;
       } else {
         _Atomic uint16_t* gens = atomic_load_explicit(&v.r->gens, memory_order_acquire);
-        match = gens && atomic_load_explicit(&gens[idx], memory_order_relaxed) == gen;
+        match = gens && atomic_load_explicit(&gens[f.idx], memory_order_relaxed) == f.gen;
       }
-      if (match) p = v.start + (size_t)idx * v.obj_size;
+      if (match) p = v.start + (size_t)f.idx * v.obj_size;
     }
   }
   return p;
+}
+
+/* What an owner window makes of a handle into run s (own_run_enter: the
+ * calling thread owns s, its era is active): nobody else writes s's alloc
+ * bits, its generations or its geometry until the window ends (S1; a remote
+ * free only sets a remote bit, and the owner collects it). */
+enum { HANDLE_NOT_OWNED = -1, HANDLE_STALE = 0, HANDLE_LIVE = 1 };
+
+static int owned_handle_target(const tslab_run_t* s, handle_fields_t f, void** p) {
+  if ((uintptr_t)s->start != f.start || f.idx >= s->capacity) return HANDLE_NOT_OWNED;
+  uint32_t kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
+  bool match;
+  if (kind == TSLAB_RUN_BLOCK) {
+    match = s->gen == f.gen;
+  } else if (kind == TSLAB_RUN_SLAB) {
+    _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
+    match = g != NULL && atomic_load_explicit(&g[f.idx], memory_order_relaxed) == f.gen;
+  } else {
+    return HANDLE_NOT_OWNED;
+  }
+  if (!match || !tslab_bits_live(s->bits, f.idx)) return HANDLE_STALE;
+  *p = s->start + (size_t)f.idx * s->obj_size;
+  return HANDLE_LIVE;
 }
 
 static void* handle_target(tslab_t* a, tslab_handle_t h) {
@@ -568,31 +602,55 @@ static void* handle_target(tslab_t* a, tslab_handle_t h) {
   return p;
 }
 
-TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h) {
+static __attribute__((noinline)) void* handle_stale(void) {
+  tslab_set_error(TSLAB_ERR_INVALID_HANDLE);
+  return NULL;
+}
+
+/* A lookup that is not the owner's: out of line, so that the fast path
+ * needs no stack frame. */
+static __attribute__((noinline)) void* handle_get_general(tslab_t* a, tslab_handle_t h) {
   void* p = handle_target(a, h);
   if (!p) tslab_set_error(a ? TSLAB_ERR_INVALID_HANDLE : TSLAB_ERR_INVALID_ARGUMENT);
   return p;
+}
+
+/* Fast path: a handle into a slab or block this thread owns, in an active
+ * era, checked in one owner window without a fence (every access through a
+ * C++ pool slot is one of these). Otherwise checked in a fenced window. */
+TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h) {
+  if (likely(a != NULL && h != 0)) {
+    handle_fields_t f = handle_unpack(a, h);
+    tslab_tcache_t* tc;
+    uint64_t era;
+    tslab_run_t* s = own_run_enter(a, f.start - (uintptr_t)a->base, &tc, &era);
+    if (s != NULL) {
+      void* p = NULL;
+      int found = owned_handle_target(s, f, &p);
+      tslab_busy_exit(tc);
+      if (found == HANDLE_LIVE) return p;
+      if (found == HANDLE_STALE) return handle_stale();
+    }
+  }
+  return handle_get_general(a, h);
 }
 
 TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
   if (!a) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
   /* Fast path: a slab slot of a run this thread owns, in an active era:
    * the generation is checked and the slot freed in one owner window. */
-  uint16_t gen = (uint16_t)((h >> (HANDLE_GRANULE_BITS + TSLAB_HANDLE_SLOT_BITS)) - a->gen_seed);
-  uintptr_t start = (uintptr_t)((h >> TSLAB_HANDLE_SLOT_BITS) & HANDLE_GRANULE_MASK) << TSLAB_GRANULE_SHIFT;
-  uint32_t idx = (uint32_t)(h & HANDLE_SLOT_MASK);
-  uintptr_t off = start - (uintptr_t)a->base;
+  handle_fields_t f = handle_unpack(a, h);
   tslab_tcache_t* tc;
   uint64_t era;
-  tslab_run_t* s = h != 0 ? own_run_enter(a, off, &tc, &era) : NULL;
+  tslab_run_t* s = h != 0 ? own_run_enter(a, f.start - (uintptr_t)a->base, &tc, &era) : NULL;
   if (s != NULL) {
     _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
-    if ((uintptr_t)s->start == start && s->cls != TSLAB_CLASSES && idx < s->capacity && g != NULL) {
+    if ((uintptr_t)s->start == f.start && s->cls != TSLAB_CLASSES && f.idx < s->capacity && g != NULL) {
       /* The run is this thread's: nobody else frees its slots' local
        * bits or moves their generations meanwhile. */
-      if (atomic_load_explicit(&g[idx], memory_order_relaxed) == gen &&
-          free_local_bits(s, idx, s->start + (size_t)idx * s->obj_size) != FREE_REJECTED)
-        return free_local_finish(a, tc, s, idx); /* bumps the generation, ends the window */
+      if (atomic_load_explicit(&g[f.idx], memory_order_relaxed) == f.gen &&
+          free_local_bits(s, f.idx, s->start + (size_t)f.idx * s->obj_size) != FREE_REJECTED)
+        return free_local_finish(a, tc, s, f.idx); /* bumps the generation, ends the window */
       tslab_busy_exit(tc);
       return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
     }

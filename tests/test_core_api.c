@@ -290,6 +290,95 @@ static void test_handles_across_reuse(void) {
   tslab_destroy(a);
 }
 
+/* A lookup from another thread (the general path, in a fenced window). */
+typedef struct {
+  tslab_t* a;
+  tslab_handle_t h;
+  void* p;
+} handle_get_job;
+
+static void* handle_get_job_run(void* arg) {
+  handle_get_job* j = arg;
+  j->p = tslab_handle_get(j->a, j->h);
+  return NULL;
+}
+
+static void* handle_get_elsewhere(tslab_t* a, tslab_handle_t h) {
+  handle_get_job j = {a, h, NULL};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, handle_get_job_run, &j) == 0);
+  pthread_join(t, NULL);
+  return j.p;
+}
+
+/* The owner's lookup of a handle into its own slab or block (no fence) and
+ * the general one give the same answers in every state: live, freed,
+ * freed with the remote bit pending, the slot handed out again, a forged
+ * granule inside a longer slab, a span, an era closed and then freed whole. */
+static void test_handle_lookup_paths(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_epoch_t e1 = tslab_epoch_current(a);
+  tslab_handle_t h, h2;
+  /* A slab slot: live, then freed by its handle, then the slot again. */
+  void* p = tslab_alloc_handle(a, 200, e1, &h);
+  REQUIRE(p != NULL);
+  CHECK(tslab_handle_get(a, h) == p);
+  CHECK(handle_get_elsewhere(a, h) == p);
+  CHECK(tslab_free_handle(a, h));
+  CHECK(tslab_handle_get(a, h) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_HANDLE);
+  CHECK(handle_get_elsewhere(a, h) == NULL);
+  void* p2 = tslab_alloc_handle(a, 200, e1, &h2);
+  CHECK(p2 == p); /* the hot slot */
+  CHECK(h2 != h);
+  CHECK(tslab_handle_get(a, h) == NULL);
+  CHECK(tslab_handle_get(a, h2) == p2);
+  /* Freed by another thread: the remote bit is set, the owner has not
+   * collected it; neither lookup finds the object. */
+  tu_free_job r = {a, p2, false};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, tu_free_job_run, &r) == 0);
+  pthread_join(t, NULL);
+  CHECK(r.ok);
+  CHECK(tslab_handle_get(a, h2) == NULL);
+  CHECK(handle_get_elsewhere(a, h2) == NULL);
+  /* A slab of several granules: a handle naming its second granule is no
+   * handle of it (the slot field is the low 12 bits, the granule above). */
+  void* q = tslab_alloc_handle(a, 20000, e1, &h); /* 16-granule slabs */
+  REQUIRE(q != NULL);
+  CHECK(tslab_handle_get(a, h) == q);
+  tslab_handle_t forged = h + ((tslab_handle_t)1 << 12);
+  CHECK(tslab_handle_get(a, forged) == NULL);
+  CHECK(handle_get_elsewhere(a, forged) == NULL);
+  CHECK(tslab_free_handle(a, h));
+  /* A span. */
+  void* sp = tslab_alloc_handle(a, 1 << 20, e1, &h);
+  REQUIRE(sp != NULL);
+  CHECK(tslab_handle_get(a, h) == sp);
+  CHECK(tslab_free_handle(a, h));
+  CHECK(tslab_handle_get(a, h) == NULL);
+  /* A block of a request-sized epoch: live, freed, and after the close. */
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  void* b1 = tslab_alloc_handle(a, 48, e, &h);
+  void* b2 = tslab_alloc_handle(a, 48, e, &h2);
+  REQUIRE(b1 != NULL && b2 != NULL);
+  CHECK(tslab_handle_get(a, h) == b1);
+  CHECK(tslab_handle_get(a, h2) == b2);
+  CHECK(handle_get_elsewhere(a, h2) == b2);
+  CHECK(tslab_free(a, b1));
+  CHECK(tslab_handle_get(a, h) == NULL);
+  CHECK(handle_get_elsewhere(a, h) == NULL);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  CHECK(tslab_handle_get(a, h2) == b2); /* live in a closed era */
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  CHECK(tslab_handle_get(a, h2) == NULL);
+  CHECK(tslab_handle_get(a, 0) == NULL);
+  CHECK(tslab_handle_get(NULL, h2) == NULL);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_ARGUMENT);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 static void test_config(void) {
   tslab_config_t c;
   tslab_config_init(&c);
@@ -561,6 +650,7 @@ static void test_word_refill(void) {
 int main(void) {
   test_sizes();
   test_class_boundaries();
+  test_handle_lookup_paths();
   test_own_block_frees();
   test_word_refill();
   test_hot_slot();
