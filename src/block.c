@@ -46,6 +46,7 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   b->list = TSLAB_LIST_CUR;
   b->bin = NULL;
   atomic_store_explicit(&b->live, 0, memory_order_relaxed);
+  b->era_counted = 0;
   atomic_store_explicit(&b->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   /* Biased: every unit counts as set aside while the block bumps (3.4). */
   atomic_store_explicit(&b->usage, TSLAB_BLOCK_UNITS, memory_order_relaxed);

@@ -161,45 +161,52 @@ static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run
   }
 }
 
-/* Objects ended by free-all count as frees of the era (end_run counts them
- * for the instance). The era's slot holds the era: the caller is its
- * closer. */
-static void count_ended(tslab_t* a, tslab_tcache_t* me, tslab_epoch_slot_t* es, uint64_t ended, uint64_t frees,
-                        uint64_t bytes) {
-  if (!ended && !frees) return;
-  atomic_fetch_add_explicit(&es->frees, ended + frees, memory_order_relaxed);
-  if (bytes) atomic_fetch_add_explicit(&es->free_bytes, bytes, memory_order_relaxed);
-  TSLAB_COUNT_EVENT(a, me, objects_ended, ended);
-}
+/* What a free-all ended: objects, remote frees its kill completed (both
+ * count as frees of the era) and their bytes in slabs. */
+typedef struct {
+  uint64_t objects, frees, bytes;
+} tslab_ended_t;
 
-/* Free-all: end every object of a detached run. Returns the objects ended;
- * *frees gets the remote frees the kill found completed (counted as frees),
- * *bytes the bytes of both in slabs. The caller applies -(ended + frees) to
- * `live`. */
-static uint64_t end_run(tslab_t* a, tslab_run_t* s, uint64_t* frees, uint64_t* bytes) {
+/* Free-all: end every object of a detached run. Returns the objects ended
+ * and adds them, the remote frees the kill found completed and their bytes
+ * in slabs to *sum; the caller applies -(ended + frees) to `live`. The
+ * instance's totals count them by class, in the closer's `late` counters
+ * (owner adds) when it has a cache. */
+static uint64_t end_run(tslab_t* a, tslab_tcache_t* me, tslab_run_t* s, tslab_ended_t* sum) {
   bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
   uint64_t remote = 0;
   uint64_t ended = tslab_run_kill(a, s, &remote);
-  *frees += remote;
+  sum->objects += ended;
+  sum->frees += remote;
   /* Block objects' sizes are not read one by one: the era's bytes are
-   * settled as a whole after a free-all (settle_bytes). */
-  if (!block) *bytes += (ended + remote) * s->obj_size;
-  /* The instance's totals, by class (blocks have their own). */
-  if (ended + remote)
-    atomic_fetch_add_explicit(&a->ext[block ? TSLAB_CLASSES : s->cls].frees, ended + remote, memory_order_relaxed);
+   * settled as a whole after a free-all (fold_ended). */
+  if (!block) sum->bytes += (ended + remote) * s->obj_size;
+  uint32_t cls = block ? TSLAB_CLASSES : s->cls;
+  if (!(ended + remote)) return ended;
+  if (me)
+    tslab_bump(&me->late[cls].frees, ended + remote);
+  else
+    atomic_fetch_add_explicit(&a->ext[cls].frees, ended + remote, memory_order_relaxed);
   return ended;
+}
+
+/* A detached block starts counting for its era (7.5), before anyone else
+ * may retire it. */
+static void count_block(tslab_epoch_slot_t* es, tslab_run_t* b) {
+  tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
+  b->era_counted = 1;
 }
 
 /* Runs detached with live objects join the era's detached list, linked
  * before their live count is set, so a free that drains one finds it there;
  * with free_all they are ended first. Runs that are (or end) empty, and
  * drained blocks, are given back: a drained block of the closer's own cache
- * becomes its hot block, the rest goes to the heap in one batch. */
+ * becomes its hot block, the rest goes to the heap in one batch. Free-all's
+ * ends are added to *ended. */
 static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run_t* detached,
-                              tslab_run_t* drained, bool free_all) {
+                              tslab_run_t* drained, bool free_all, tslab_ended_t* ended) {
   tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   tslab_run_t* empty = NULL;
-  uint64_t ended = 0, frees = 0, bytes = 0;
   size_t trimmed = 0;
   while (detached) {
     tslab_run_t* s = detached;
@@ -207,36 +214,33 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     __atomic_store_n(&s->bin_next, NULL, __ATOMIC_RELAXED); /* links are read by statistics */
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
     int64_t delta = s->detach_delta;
-    bool empty_now;
-    /* A detached block counts as the era's run (7.5) until it is given back,
-     * whose retire uncounts it (or the drained loop below, when the closer
-     * keeps it): also one a remote free emptied between the detach's
-     * collection and its own, detached with nothing live. */
-    if (block) tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
     if (free_all) {
-      /* Frees that took a bit before the kill are counted in `live`
-       * already; whoever brings it to zero gives the run back. */
-      uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
-      ended += e;
-      empty_now = tslab_run_live_add(s, delta - (int64_t)(e + frees - f0));
-      if (!empty_now) continue;
-    } else if (delta == 0) {
-      empty_now = true; /* nothing live: nobody can free into it any more */
-    } else {
+      /* Frees that took a bit between the detach and the kill are counted
+       * in `live` (or will be, by their freers): `rest` of them. None: no
+       * other party holds a claim on the run (C2), it is empty for good and
+       * needs neither a count nor a `live` update. Else whoever brings
+       * `live` to zero gives the run back. */
+      uint64_t f0 = ended->frees, e = end_run(a, me, s, ended);
+      int64_t rest = delta - (int64_t)(e + ended->frees - f0);
+      if (rest != 0) {
+        if (block) count_block(es, s);
+        if (!tslab_run_live_add(s, rest)) continue;
+      }
+    } else if (delta != 0) {
+      if (block) count_block(es, s);
       tslab_spin_lock(&es->mu);
       tslab_era_list_push_locked(es, s);
       tslab_spin_unlock(&es->mu);
       /* A detached block holding objects keeps only the pages its objects
        * touch (3.4). */
       if (block) trimmed += tslab_block_trim(a, s);
-      empty_now = tslab_run_live_add(s, delta);
-      if (!empty_now) continue;
+      if (!tslab_run_live_add(s, delta)) continue;
       if (block) {
         /* It emptied at once: the list and the era count let go of it. */
         tslab_run_retire(a, s);
         continue;
       }
-    }
+    } /* else nothing live: nobody can free into it any more */
     if (block) {
       LINK_STORE_RUN(s->bin_next, drained);
       drained = s;
@@ -249,23 +253,24 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     tslab_run_t* b = drained;
     drained = b->bin_next;
     __atomic_store_n(&b->bin_next, NULL, __ATOMIC_RELAXED);
-    bool counted = atomic_load_explicit(&b->mode, memory_order_relaxed) == TSLAB_DETACHED; /* ended by free-all */
     if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) {
-      if (counted) tslab_era_count_run_closing(es, -1, -(int64_t)TSLAB_BLOCK_BYTES);
+      if (b->era_counted) {
+        tslab_era_count_run_closing(es, -1, -(int64_t)TSLAB_BLOCK_BYTES);
+        b->era_counted = 0;
+      }
       continue;
     }
     b->heap_next = empty;
     empty = b;
   }
   tslab_runs_retire(a, empty);
-  if (free_all) count_ended(a, me, es, ended, frees, bytes);
   if (trimmed) atomic_fetch_add_explicit(&es->released_bytes, trimmed, memory_order_relaxed);
   return trimmed;
 }
 
 /* Free-all: end every object of the era's runs detached by earlier closes,
- * and of its spans. */
-static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era) {
+ * and of its spans; added to *ended. */
+static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era, tslab_ended_t* ended) {
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_epoch_slot_t* es = &a->slots[slot];
   tslab_run_t* list = NULL;
@@ -283,16 +288,33 @@ static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era) {
     }
     tslab_spin_unlock(&es->mu);
   }
-  uint64_t ended = 0, frees = 0, bytes = 0;
   while (list) {
     tslab_run_t* s = list;
     list = s->heap_next;
-    uint64_t f0 = frees, e = end_run(a, s, &frees, &bytes);
-    ended += e;
-    if (tslab_run_live_add(s, -(int64_t)(e + frees - f0))) tslab_run_retire(a, s);
+    uint64_t f0 = ended->frees, e = end_run(a, me, s, ended);
+    if (tslab_run_live_add(s, -(int64_t)(e + ended->frees - f0))) tslab_run_retire(a, s);
   }
-  count_ended(a, me, es, ended, frees, bytes);
   TSLAB_COUNT_EVENT(a, me, objects_ended, tslab_large_kill_era(a, slot, era));
+}
+
+/* Free-all's ends join the era's folded totals (section 9; the caller is
+ * the closer, the only writer of `f_*`), in a section of `stat_seq`, with
+ * the bytes that bring its free bytes up to its allocated bytes: nothing
+ * of the era is live any more, and the blocks' objects were not sized one
+ * by one. */
+static void fold_ended(tslab_t* a, tslab_tcache_t* me, tslab_epoch_slot_t* es, const tslab_ended_t* ended) {
+  uint64_t seq = atomic_load_explicit(&es->stat_seq, memory_order_relaxed);
+  atomic_store_explicit(&es->stat_seq, seq + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  uint64_t f_frees = atomic_load_explicit(&es->f_frees, memory_order_relaxed);
+  uint64_t f_bytes = atomic_load_explicit(&es->f_free_bytes, memory_order_relaxed) + ended->bytes;
+  uint64_t in = atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
+  uint64_t out = f_bytes + atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
+  if (in > out) f_bytes += in - out;
+  atomic_store_explicit(&es->f_frees, f_frees + ended->objects + ended->frees, memory_order_relaxed);
+  atomic_store_explicit(&es->f_free_bytes, f_bytes, memory_order_relaxed);
+  atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
+  TSLAB_COUNT_EVENT(a, me, objects_ended, ended->objects);
 }
 
 /* Close era e (and with free_all, end its objects). Returns the status of
@@ -330,6 +352,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   bool timed = forced || was_closed || !sole || !blocks_only;
   uint64_t t0 = timed ? tslab_now_ns() : 0;
   size_t trimmed = 0;
+  tslab_ended_t ended = {0, 0, 0};
   if (!was_closed) {
     tslab_run_t *detached = NULL, *drained = NULL;
     tslab_fold_t sum = {0};
@@ -349,7 +372,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     atomic_store_explicit(&es->f_alloc_bytes, atomic_load_explicit(&es->f_alloc_bytes, memory_order_relaxed) + sum.alloc_bytes, memory_order_relaxed);
     atomic_store_explicit(&es->f_free_bytes, atomic_load_explicit(&es->f_free_bytes, memory_order_relaxed) + sum.free_bytes, memory_order_relaxed);
     atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
-    trimmed = settle_detached(a, e, me, detached, drained, free_all);
+    trimmed = settle_detached(a, e, me, detached, drained, free_all, &ended);
     /* Empty runs the era's active life left in the pool beyond its bound
      * (decay, section 5) go back to the OS now (contract line 3). */
     size_t decayed = tslab_heap_decay_close(a, (uint32_t)(e & a->ring_mask));
@@ -361,12 +384,8 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     }
   }
   if (free_all) {
-    end_objects(a, me, e);
-    /* Nothing of the era is live any more: its free bytes catch up with its
-     * allocated bytes (the blocks' objects were not sized one by one). */
-    uint64_t in = atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
-    uint64_t out = atomic_load(&es->f_free_bytes) + atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
-    if (in > out) atomic_fetch_add_explicit(&es->free_bytes, in - out, memory_order_relaxed);
+    end_objects(a, me, e, &ended);
+    fold_ended(a, me, es, &ended);
     TSLAB_COUNT_EVENT(a, me, epochs_freed_all, 1);
   }
   uint64_t released = atomic_load_explicit(&es->released_bytes, memory_order_relaxed) - released0;
@@ -424,7 +443,7 @@ TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
       atomic_fetch_add(&es->f_slow, sum.slow);
       atomic_fetch_add(&es->f_alloc_bytes, sum.alloc_bytes);
       atomic_fetch_add(&es->f_free_bytes, sum.free_bytes);
-      settle_detached(a, era, NULL, detached, drained, false);
+      settle_detached(a, era, NULL, detached, drained, false, NULL);
       atomic_store(&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_CLOSED));
     }
     /* A close the fork caught before its decay step finishes it here (D1). */

@@ -83,11 +83,12 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
   for (tslab_run_t* s = list; s; s = s->heap_next) {
     if (s->in_era_list) era_list_unlink(a, s);
     /* Slabs count for their era and class from their format; a block counts
-     * for its era only once detached with objects (7.5). */
+     * for its era once its closer counted it (7.5). */
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
-    if (!block || atomic_load_explicit(&s->mode, memory_order_relaxed) == TSLAB_DETACHED) {
+    if (!block || s->era_counted) {
       size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
       tslab_era_count_run(a, atomic_load_explicit(&s->era, memory_order_relaxed), -1, -(int64_t)bytes);
+      s->era_counted = 0;
     }
     if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
     tslab_hook_point(TSLAB_HOOK_RETIRE_COUNTED);
@@ -447,8 +448,14 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
       }
     }
     if (kind == TSLAB_RUN_SLAB) counts[s->cls]++; /* a deferred retire below drops it */
-    if (kind == TSLAB_RUN_SLAB || atomic_load(&s->mode) == TSLAB_DETACHED) recount_era(a, s, era_runs, era_bytes);
-    if (atomic_load(&s->mode) != TSLAB_DETACHED) continue;
+    if (atomic_load(&s->mode) != TSLAB_DETACHED) {
+      if (kind == TSLAB_RUN_SLAB) recount_era(a, s, era_runs, era_bytes);
+      continue;
+    }
+    /* Detached: counted for its era from here, also a block whose closer
+     * vanished before it counted it, so its retire subtracts it (7.5). */
+    recount_era(a, s, era_runs, era_bytes);
+    if (kind == TSLAB_RUN_BLOCK) s->era_counted = 1;
     uint64_t era = atomic_load(&s->era);
     uint32_t slot = (uint32_t)(era & a->ring_mask);
     int64_t live = 0;

@@ -6,10 +6,15 @@
  * block counts as the era's run like any detached block, and is uncounted
  * when given back: the era's run count and resident estimate end at zero
  * after every close. Before that was so, the count wrapped below zero in
- * about 1 close in 450. Iterations: the argument. */
+ * about 1 close in 450. Every other iteration frees the era whole instead:
+ * the free then lands before the detach, between the detach and the kill
+ * (the block is counted and its live count settled by the freer), or after
+ * the kill (an invalid free), and either way the era ends with no run, no
+ * live object and as many frees as allocations. Iterations: the argument. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "test_util.h"
@@ -54,9 +59,20 @@ int main(int argc, char** argv) {
     atomic_store(&go, 1);
     for (volatile int k = 0; k < (int)(rand() % 200); k++) {
     }
-    tslab_epoch_close(inst, e);
+    bool whole = i & 1;
+    if (whole)
+      tslab_epoch_free_all(inst, e);
+    else
+      tslab_epoch_close(inst, e);
     while (atomic_load(&done_iter) == before) sched_yield();
     tslab_stats_epoch_t es;
+    if (tslab_stats_epoch(inst, e, &es) == TSLAB_OK && whole &&
+        (es.live_objects != 0 || es.frees_total != es.allocations_total || es.live_bytes != 0)) {
+      if (bad++ < 3)
+        fprintf(stderr, "iteration %d: era %llu freed whole: live %llu, %llu frees of %llu allocations\n", i,
+                (unsigned long long)e, (unsigned long long)es.live_objects, (unsigned long long)es.frees_total,
+                (unsigned long long)es.allocations_total);
+    }
     if (tslab_stats_epoch(inst, e, &es) == TSLAB_OK && (es.slabs != 0 || es.rss_estimate_bytes != 0)) {
       if (bad++ < 3)
         fprintf(stderr, "iteration %d: era %llu slabs %llu rss_estimate %llu\n", i, (unsigned long long)e,

@@ -131,6 +131,9 @@
  *   -DFREE_ALL            the close is a free-all (passes)
  *   -DKILL_PLAIN_ALLOC    with FREE_ALL: the kill reads and clears the alloc
  *                         word in two steps instead of an exchange (fails)
+ *   -DKILL_NO_LIVE        with FREE_ALL: the closer retires S after the kill
+ *                         without adding what is left of delta to `live`,
+ *                         also when a freer took a bit in between (fails)
  * (With FREE_ALL and NO_MODE_RECHECK the model fails too, as it does without
  * FREE_ALL: free-all rests on the freers' take-back like the close. The
  * kill's remote exchange itself is not needed for safety: the detach took
@@ -596,7 +599,9 @@ inline end_bits(x) {
  * only when a load finds a bit in it (S is DETACHED: a freer that sets its
  * bit later takes it back), the alloc word is exchanged with 0; remote bits
  * taken are frees that completed, the other objects end; then `live` gets
- * delta less both, and whoever brings it to 0 retires S. */
+ * delta less both, and whoever brings it to 0 retires S. When nothing is
+ * left of delta, no freer took a bit between the detach and the kill, so
+ * none will touch `live`: the closer retires S without updating it (7.5). */
 inline kill(r, old, delta) {
   atomic { TOUCH(); assert(mode == DETACHED); r = remote_bits }
   if
@@ -611,8 +616,16 @@ inline kill(r, old, delta) {
   atomic { TOUCH(); old = alloc_bits; alloc_bits = 0; assert((r & old) == r); account_bits(r); end_bits(old & ~r) };
 #endif
   delta = delta - POP(old);
-  atomic { TOUCH(); old = live; live = live + delta };
-  if :: old + delta == 0 -> retire() :: else -> skip fi
+  if
+#ifdef KILL_NO_LIVE
+  :: true -> retire()
+#else
+  :: delta == 0 -> retire()
+#endif
+  :: else ->
+     atomic { TOUCH(); old = live; live = live + delta };
+     if :: old + delta == 0 -> retire() :: else -> skip fi
+  fi
 }
 #endif
 

@@ -10,7 +10,7 @@
 # reads of the users, the sole-user test, the grace check, the hint's
 # exchange, trim before live), and free-all's kill of a detached run (its
 # alloc-word exchange; the freers' take-back, which it rests on as the close
-# does). TSLAB_MODEL_FULL=1 runs larger bounds (about
+# does; the live count of frees between the detach and the kill). TSLAB_MODEL_FULL=1 runs larger bounds (about
 # four times longer, 4.5 GB of memory) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -96,6 +96,7 @@ run "bug: hint cleared after the remote words are read" fail "-DHINT_CLEARED_AFT
 run "bug: block trimmed after its live count is added" fail "-DBLOCK -DTRIM_AFTER_LIVE" "$bug" ""
 run "bug: free-all clears an alloc word without an exchange" fail "-DFREE_ALL -DKILL_PLAIN_ALLOC" "$bug" ""
 run "bug: free-all, freers never take their remote bits back" fail "-DFREE_ALL -DNO_MODE_RECHECK" "$bug" ""
+run "bug: free-all retires without the live count of frees after the detach" fail "-DFREE_ALL -DKILL_NO_LIVE" "$bug" ""
 
 # The decay handshake (docs/model/decay.pml, ARCHITECTURE.md section 5, D1):
 # no run kept beyond the pool's bound for an era survives its close.
