@@ -78,7 +78,7 @@ typedef struct tslab_class_info {
 } tslab_class_info_t;
 
 TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
-/* Class of sizes up to 1024 by (size + 7) / 8: one load on the fast path. */
+/* Fills tslab_classes (src/size_class.c). */
 TSLAB_INTERNAL void tslab_classes_init(void);
 
 /* Population count: one instruction where the target has it. The library
@@ -115,6 +115,7 @@ static inline uint32_t tslab_popcount(uint64_t x) {
  * cost a branch that a program of mixed sizes mispredicted on every other
  * allocation (docs/BENCHMARKS.md). */
 static inline uint32_t tslab_class_of(size_t size) {
+  TSLAB_ASSERT(size >= 1 && size <= TSLAB_SMALL_MAX); /* 0 would give class 471 */
   size_t s = size - 1;
   uint32_t k = 63u ^ (uint32_t)__builtin_clzll(s | 64); /* 63 - clz: bsr */
   return 8u * (k - 6u) + (uint32_t)(s >> (k - 3u));
