@@ -343,6 +343,14 @@ static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache
   return true;
 }
 
+/* A local free's run needs settling (free_local_settles): out of line, and
+ * the end of the busy window. */
+static __attribute__((noinline)) bool free_local_settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
+  tslab_tcache_settle(a, tc, s);
+  tslab_busy_exit(tc);
+  return true;
+}
+
 /* Count a free by a thread that does not own the run. While the era is
  * active, in this thread's cache (which then counts for the era, 7.2); in a
  * closed era, or without a cache, in the era's slot and the instance. */
@@ -648,9 +656,16 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
     if ((uintptr_t)s->start == f.start && s->cls != TSLAB_CLASSES && f.idx < s->capacity && g != NULL) {
       /* The run is this thread's: nobody else frees its slots' local
        * bits or moves their generations meanwhile. */
+      int done;
       if (atomic_load_explicit(&g[f.idx], memory_order_relaxed) == f.gen &&
-          free_local_bits(s, f.idx, s->start + (size_t)f.idx * s->obj_size) != FREE_REJECTED)
-        return free_local_finish(a, tc, s, f.idx); /* bumps the generation, ends the window */
+          (done = free_local_bits(s, f.idx, s->start + (size_t)f.idx * s->obj_size)) != FREE_REJECTED) {
+        /* The slot's generation moves on: the handle and its copies stop
+         * matching (what free_local_rest does, with the value at hand). */
+        atomic_store_explicit(&g[f.idx], (uint16_t)(f.gen + 1), memory_order_relaxed);
+        if (unlikely(done == FREE_CLEARED && free_local_settles(s))) return free_local_settle(a, tc, s);
+        tslab_busy_exit(tc);
+        return true;
+      }
       tslab_busy_exit(tc);
       return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
     }

@@ -290,6 +290,47 @@ static void test_handles_across_reuse(void) {
   tslab_destroy(a);
 }
 
+/* Frees by handle settle their slab like frees by pointer: a slab that is
+ * not the bin's current one goes back to the heap the moment its last
+ * object is freed, whether it was parked full or on the ready list. */
+static void test_handle_free_settles(void) {
+  tslab_t* a = make((size_t)256 << 20);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  enum { SIZE = 512, MAXC = 64 };
+  tslab_stats_class_t c;
+  class_for(a, SIZE, &c);
+  uint32_t cap = c.slab_bytes / c.object_size, cls = 0;
+  REQUIRE(cap <= MAXC);
+  for (; cls < tslab_class_count(a); cls++) {
+    REQUIRE(tslab_stats_class(a, cls, &c) == TSLAB_OK);
+    if (c.object_size >= SIZE) break;
+  }
+  /* Three slabs' worth: the first two are full (parked), the third current. */
+  tslab_handle_t h[3][MAXC];
+  for (int s = 0; s < 3; s++)
+    for (uint32_t i = 0; i < cap; i++) REQUIRE(tslab_alloc_handle(a, SIZE, e, &h[s][i]) != NULL);
+  REQUIRE(tslab_stats_class(a, cls, &c) == TSLAB_OK);
+  CHECK_EQ_U(c.slabs, 3);
+  /* The first slab by handle, to its last object: parked, then ready once
+   * an eighth is free, then empty and gone. */
+  for (uint32_t i = 0; i < cap; i++) CHECK(tslab_free_handle(a, h[0][i]));
+  REQUIRE(tslab_stats_class(a, cls, &c) == TSLAB_OK);
+  CHECK_EQ_U(c.slabs, 2);
+  /* The second one freed by pointer and by handle in turns. */
+  for (uint32_t i = 0; i < cap; i++) {
+    if (i & 1)
+      CHECK(tslab_free_handle(a, h[1][i]));
+    else
+      CHECK(tslab_free(a, tslab_handle_get(a, h[1][i])));
+  }
+  REQUIRE(tslab_stats_class(a, cls, &c) == TSLAB_OK);
+  CHECK_EQ_U(c.slabs, 1);
+  for (uint32_t i = 0; i < cap; i++) CHECK(tslab_free_handle(a, h[2][i]));
+  CHECK(!tslab_free_handle(a, h[0][0]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* A lookup from another thread (the general path, in a fenced window). */
 typedef struct {
   tslab_t* a;
@@ -651,6 +692,7 @@ int main(void) {
   test_sizes();
   test_class_boundaries();
   test_handle_lookup_paths();
+  test_handle_free_settles();
   test_own_block_frees();
   test_word_refill();
   test_hot_slot();
