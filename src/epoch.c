@@ -161,32 +161,30 @@ static void detach_users(tslab_t* a, uint64_t era, tslab_tcache_t* me, tslab_run
   }
 }
 
-/* What a free-all ended: objects, remote frees its kill completed (both
- * count as frees of the era) and their bytes in slabs. */
+/* What a free-all ended: objects, those of them in blocks, and the bytes
+ * of those in slabs. */
 typedef struct {
-  uint64_t objects, frees, bytes;
+  uint64_t objects, block_objects, bytes;
 } tslab_ended_t;
 
 /* Free-all: end every object of a detached run. Returns the objects ended
- * and adds them, the remote frees the kill found completed and their bytes
- * in slabs to *sum; the caller applies -(ended + frees) to `live`. The
- * instance's totals count them by class, in the closer's `late` counters
- * (owner adds) when it has a cache. */
-static uint64_t end_run(tslab_t* a, tslab_tcache_t* me, tslab_run_t* s, tslab_ended_t* sum) {
+ * (added to *sum) and, in *remote, the remote bits the kill took: frees that
+ * completed, which their freers count (3.1), so only `live` takes them into
+ * account. The caller applies -(ended + remote) to `live`. The instance's
+ * totals count the ended objects by class: at once for slabs, once per
+ * free-all for blocks (fold_ended). */
+static uint64_t end_run(tslab_t* a, tslab_run_t* s, tslab_ended_t* sum, uint64_t* remote) {
   bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
-  uint64_t remote = 0;
-  uint64_t ended = tslab_run_kill(a, s, &remote);
+  uint64_t ended = tslab_run_kill(a, s, remote);
   sum->objects += ended;
-  sum->frees += remote;
-  /* Block objects' sizes are not read one by one: the era's bytes are
-   * settled as a whole after a free-all (fold_ended). */
-  if (!block) sum->bytes += (ended + remote) * s->obj_size;
-  uint32_t cls = block ? TSLAB_CLASSES : s->cls;
-  if (!(ended + remote)) return ended;
-  if (me)
-    tslab_bump(&me->late[cls].frees, ended + remote);
-  else
-    atomic_fetch_add_explicit(&a->ext[cls].frees, ended + remote, memory_order_relaxed);
+  if (block) {
+    /* Block objects' sizes are not read one by one: the era's bytes are
+     * settled as a whole after a free-all (fold_ended). */
+    sum->block_objects += ended;
+  } else if (ended) {
+    sum->bytes += ended * s->obj_size;
+    atomic_fetch_add_explicit(&a->ext[s->cls].frees, ended, memory_order_relaxed);
+  }
   return ended;
 }
 
@@ -220,8 +218,8 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
        * other party holds a claim on the run (C2), it is empty for good and
        * needs neither a count nor a `live` update. Else whoever brings
        * `live` to zero gives the run back. */
-      uint64_t f0 = ended->frees, e = end_run(a, me, s, ended);
-      int64_t rest = delta - (int64_t)(e + ended->frees - f0);
+      uint64_t remote, e = end_run(a, s, ended, &remote);
+      int64_t rest = delta - (int64_t)(e + remote);
       if (rest != 0) {
         if (block) count_block(es, s);
         if (!tslab_run_live_add(s, rest)) continue;
@@ -253,11 +251,11 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     tslab_run_t* b = drained;
     drained = b->bin_next;
     __atomic_store_n(&b->bin_next, NULL, __ATOMIC_RELAXED);
+    /* Read before the keep: once kept, a releaser may give the block back
+     * and another cache format it again (found by review). */
+    bool counted = b->era_counted;
     if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) {
-      if (b->era_counted) {
-        tslab_era_count_run_closing(es, -1, -(int64_t)TSLAB_BLOCK_BYTES);
-        b->era_counted = 0;
-      }
+      if (counted) tslab_era_count_run_closing(es, -1, -(int64_t)TSLAB_BLOCK_BYTES);
       continue;
     }
     b->heap_next = empty;
@@ -291,8 +289,8 @@ static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era, tslab_ende
   while (list) {
     tslab_run_t* s = list;
     list = s->heap_next;
-    uint64_t f0 = ended->frees, e = end_run(a, me, s, ended);
-    if (tslab_run_live_add(s, -(int64_t)(e + ended->frees - f0))) tslab_run_retire(a, s);
+    uint64_t remote, e = end_run(a, s, ended, &remote);
+    if (tslab_run_live_add(s, -(int64_t)(e + remote))) tslab_run_retire(a, s);
   }
   TSLAB_COUNT_EVENT(a, me, objects_ended, tslab_large_kill_era(a, slot, era));
 }
@@ -311,9 +309,11 @@ static void fold_ended(tslab_t* a, tslab_tcache_t* me, tslab_epoch_slot_t* es, c
   uint64_t in = atomic_load(&es->f_alloc_bytes) + atomic_load(&es->alloc_bytes) + atomic_load(&es->large_bytes_alloc);
   uint64_t out = f_bytes + atomic_load(&es->free_bytes) + atomic_load(&es->large_bytes_free);
   if (in > out) f_bytes += in - out;
-  atomic_store_explicit(&es->f_frees, f_frees + ended->objects + ended->frees, memory_order_relaxed);
+  atomic_store_explicit(&es->f_frees, f_frees + ended->objects, memory_order_relaxed);
   atomic_store_explicit(&es->f_free_bytes, f_bytes, memory_order_relaxed);
   atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
+  if (ended->block_objects)
+    atomic_fetch_add_explicit(&a->ext[TSLAB_CLASSES].frees, ended->block_objects, memory_order_relaxed);
   TSLAB_COUNT_EVENT(a, me, objects_ended, ended->objects);
 }
 

@@ -180,7 +180,9 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* 
   if (!(atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed) & bit) ||
       (atomic_load_explicit(&s->bits[2 * w + 1], memory_order_relaxed) & bit))
     return false;
+  tslab_hook_point(TSLAB_HOOK_REMOTE_ATTACHED);
   if (atomic_fetch_or_explicit(&s->bits[2 * w + 1], bit, memory_order_seq_cst) & bit) return false;
+  tslab_hook_point(TSLAB_HOOK_REMOTE_SET);
   if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) {
     /* A close detached the run meanwhile. Whoever clears the remote bit
      * accounts for the free: the closer's exchange, or this take-back. */

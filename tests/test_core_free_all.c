@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "fault.h"
 #include "test_util.h"
 
 /* Objects of every kind an epoch holds: block objects (its first
@@ -236,10 +237,89 @@ static void test_blocks_then_slabs(void) {
   tslab_destroy(a);
 }
 
+/* ---- a remote free the kill completes ---- */
+
+/* A free from another thread finds the run ATTACHED, and sets its remote bit
+ * only after the free-all's detach looked at the word; the kill takes the
+ * bit before the freer can take it back. The freer's free succeeded and is
+ * counted by the freer; the kill counts it only in the run's live count
+ * (found by review: it was counted twice, once as an ended object's
+ * neighbour in the era's and the instance's frees). Hooks hold the freer
+ * before and after its bit, and the close after its detach, so the three
+ * meet in that order every time. */
+static _Atomic int hook_armed[TSLAB_HOOK_REMOTE_SET + 1], hook_held[TSLAB_HOOK_REMOTE_SET + 1],
+    hook_released[TSLAB_HOOK_REMOTE_SET + 1];
+
+static void wait_flag(_Atomic int* f) {
+  for (long spins = 0; !atomic_load(f); spins++) {
+    REQUIRE(spins < 100000000);
+    sched_yield();
+  }
+}
+
+static void hold_in_order(int point) {
+  if (point != TSLAB_HOOK_REMOTE_ATTACHED && point != TSLAB_HOOK_REMOTE_SET && point != TSLAB_HOOK_CLOSE_DETACHED)
+    return;
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&hook_armed[point], &one, 0)) return;
+  atomic_store(&hook_held[point], 1);
+  if (point == TSLAB_HOOK_CLOSE_DETACHED) {
+    /* The detach is done: the freer sets its bit now, and waits again. */
+    atomic_store(&hook_released[TSLAB_HOOK_REMOTE_ATTACHED], 1);
+    wait_flag(&hook_held[TSLAB_HOOK_REMOTE_SET]);
+    return;
+  }
+  wait_flag(&hook_released[point]);
+}
+
+static void* free_job(void* arg) {
+  tu_free_job* j = arg;
+  j->ok = tslab_free(j->a, j->p);
+  return NULL;
+}
+
+static void test_remote_free_killed(void) {
+  tslab_t* a = make();
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  void* p = tslab_alloc(a, 64, e);
+  void* q = tslab_alloc(a, 64, e);
+  REQUIRE(p && q);
+  tslab_stats_global_t g0, g1;
+  REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+  tslab_hook_set(hold_in_order);
+  atomic_store(&hook_armed[TSLAB_HOOK_REMOTE_ATTACHED], 1);
+  atomic_store(&hook_armed[TSLAB_HOOK_REMOTE_SET], 1);
+  tu_free_job r = {a, p, false};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, free_job, &r) == 0);
+  wait_flag(&hook_held[TSLAB_HOOK_REMOTE_ATTACHED]);
+  atomic_store(&hook_armed[TSLAB_HOOK_CLOSE_DETACHED], 1);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK); /* its kill takes p's remote bit */
+  atomic_store(&hook_released[TSLAB_HOOK_REMOTE_SET], 1);
+  pthread_join(t, NULL);
+  tslab_hook_set(NULL);
+  CHECK(r.ok); /* the free took effect before the end */
+  CHECK(!tslab_free(a, q));
+  REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+  CHECK_EQ_U(g1.frees_total - g0.frees_total, 2); /* p freed, q ended */
+  CHECK_EQ_U(g1.allocations_total - g0.allocations_total, 0);
+  CHECK_EQ_U(g1.objects_ended_total - g0.objects_ended_total, 1);
+  tslab_stats_epoch_t es;
+  if (tslab_stats_epoch(a, e, &es) == TSLAB_OK) {
+    CHECK_EQ_U(es.allocations_total, 2);
+    CHECK_EQ_U(es.frees_total, 2);
+    CHECK_EQ_U(es.live_objects, 0);
+    CHECK_EQ_U(es.slabs, 0);
+  }
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_open_epoch();
   test_idle_holder();
   test_racing_frees();
   test_blocks_then_slabs();
+  test_remote_free_killed();
   TEST_DONE();
 }
