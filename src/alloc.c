@@ -551,6 +551,21 @@ static handle_fields_t handle_unpack(const tslab_t* a, tslab_handle_t h) {
       .idx = (uint32_t)(h & HANDLE_SLOT_MASK)};
 }
 
+/* Whether slot f.idx of run r (a slab or block, with alloc and remote words
+ * `bits`) holds a live object of the generation the handle carries: blocks
+ * have one generation, slabs one per slot. */
+static inline __attribute__((always_inline)) bool handle_names_live(uint32_t kind, tslab_run_t* r,
+                                                                    _Atomic uint64_t* bits, handle_fields_t f) {
+  bool match;
+  if (kind == TSLAB_RUN_BLOCK) {
+    match = TSLAB_RLOAD(r->gen) == f.gen;
+  } else {
+    _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_acquire);
+    match = gens && atomic_load_explicit(&gens[f.idx], memory_order_relaxed) == f.gen;
+  }
+  return match && tslab_bits_live(bits, f.idx);
+}
+
 /* The object handle h names, if it is live and the generation matches; in
  * the caller's fenced window. */
 static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
@@ -564,15 +579,8 @@ static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
       if (f.idx == 0 && TSLAB_RLOAD(v.r->gen) == f.gen &&
           atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
         p = v.start;
-    } else if (f.idx < v.capacity && tslab_bits_live(v.bits, f.idx)) {
-      bool match;
-      if (v.kind == TSLAB_RUN_BLOCK) {
-        match = TSLAB_RLOAD(v.r->gen) == f.gen;
-      } else {
-        _Atomic uint16_t* gens = atomic_load_explicit(&v.r->gens, memory_order_acquire);
-        match = gens && atomic_load_explicit(&gens[f.idx], memory_order_relaxed) == f.gen;
-      }
-      if (match) p = v.start + (size_t)f.idx * v.obj_size;
+    } else if (f.idx < v.capacity && handle_names_live(v.kind, v.r, v.bits, f)) {
+      p = v.start + (size_t)f.idx * v.obj_size;
     }
   }
   return p;
@@ -584,19 +592,11 @@ static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
  * free only sets a remote bit, and the owner collects it). */
 enum { HANDLE_NOT_OWNED = -1, HANDLE_STALE = 0, HANDLE_LIVE = 1 };
 
-static int owned_handle_target(const tslab_run_t* s, handle_fields_t f, void** p) {
+static int owned_handle_target(tslab_run_t* s, handle_fields_t f, void** p) {
   if ((uintptr_t)s->start != f.start || f.idx >= s->capacity) return HANDLE_NOT_OWNED;
   uint32_t kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
-  bool match;
-  if (kind == TSLAB_RUN_BLOCK) {
-    match = s->gen == f.gen;
-  } else if (kind == TSLAB_RUN_SLAB) {
-    _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
-    match = g != NULL && atomic_load_explicit(&g[f.idx], memory_order_relaxed) == f.gen;
-  } else {
-    return HANDLE_NOT_OWNED;
-  }
-  if (!match || !tslab_bits_live(s->bits, f.idx)) return HANDLE_STALE;
+  if (kind != TSLAB_RUN_BLOCK && kind != TSLAB_RUN_SLAB) return HANDLE_NOT_OWNED;
+  if (!handle_names_live(kind, s, s->bits, f)) return HANDLE_STALE;
   *p = s->start + (size_t)f.idx * s->obj_size;
   return HANDLE_LIVE;
 }

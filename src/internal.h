@@ -184,7 +184,7 @@ struct tslab_run {
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
   uint8_t zeroed;             /* formatter: the heap gave memory that was released or never used */
-  uint8_t era_counted;        /* blocks: counted in its era's runs (7.5): the closer sets, the retirer clears */
+  uint8_t era_counted;        /* blocks: its closer added it to its era's runs (7.5); block_format resets */
   uint16_t words;
   uint16_t gen;               /* blocks and spans: handle generation (relaxed: read through views) */
   uint16_t bits_cap;          /* word pairs of the attached bitmap block */

@@ -88,7 +88,6 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
     if (!block || s->era_counted) {
       size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
       tslab_era_count_run(a, atomic_load_explicit(&s->era, memory_order_relaxed), -1, -(int64_t)bytes);
-      s->era_counted = 0;
     }
     if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
     tslab_hook_point(TSLAB_HOOK_RETIRE_COUNTED);
