@@ -221,12 +221,7 @@ static void hold_once(int point) {
   while (!atomic_load(&released[point])) sched_yield();
 }
 
-static void wait_held(int point) {
-  for (long spins = 0; !atomic_load(&held[point]); spins++) {
-    REQUIRE(spins < 100000000);
-    sched_yield();
-  }
-}
+static void wait_held(int point) { tu_wait_flag(&held[point]); }
 
 typedef struct {
   tslab_t* a;

@@ -250,13 +250,6 @@ static void test_blocks_then_slabs(void) {
 static _Atomic int hook_armed[TSLAB_HOOK_REMOTE_SET + 1], hook_held[TSLAB_HOOK_REMOTE_SET + 1],
     hook_released[TSLAB_HOOK_REMOTE_SET + 1];
 
-static void wait_flag(_Atomic int* f) {
-  for (long spins = 0; !atomic_load(f); spins++) {
-    REQUIRE(spins < 100000000);
-    sched_yield();
-  }
-}
-
 static void hold_in_order(int point) {
   if (point != TSLAB_HOOK_REMOTE_ATTACHED && point != TSLAB_HOOK_REMOTE_SET && point != TSLAB_HOOK_CLOSE_DETACHED)
     return;
@@ -266,10 +259,10 @@ static void hold_in_order(int point) {
   if (point == TSLAB_HOOK_CLOSE_DETACHED) {
     /* The detach is done: the freer sets its bit now, and waits again. */
     atomic_store(&hook_released[TSLAB_HOOK_REMOTE_ATTACHED], 1);
-    wait_flag(&hook_held[TSLAB_HOOK_REMOTE_SET]);
+    tu_wait_flag(&hook_held[TSLAB_HOOK_REMOTE_SET]);
     return;
   }
-  wait_flag(&hook_released[point]);
+  tu_wait_flag(&hook_released[point]);
 }
 
 static void* free_job(void* arg) {
@@ -292,7 +285,7 @@ static void test_remote_free_killed(void) {
   tu_free_job r = {a, p, false};
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, free_job, &r) == 0);
-  wait_flag(&hook_held[TSLAB_HOOK_REMOTE_ATTACHED]);
+  tu_wait_flag(&hook_held[TSLAB_HOOK_REMOTE_ATTACHED]);
   atomic_store(&hook_armed[TSLAB_HOOK_CLOSE_DETACHED], 1);
   CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK); /* its kill takes p's remote bit */
   atomic_store(&hook_released[TSLAB_HOOK_REMOTE_SET], 1);

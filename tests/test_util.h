@@ -87,6 +87,20 @@ static inline void* tu_free_job_run(void* arg) {
   return NULL;
 }
 
+#ifndef __cplusplus
+#include <sched.h>
+#include <stdatomic.h>
+
+/* Wait until another thread sets *flag (a thread held at a test hook, for
+ * example); a test that never gets there fails instead of hanging. */
+static inline void tu_wait_flag(_Atomic int* flag) {
+  for (long spins = 0; !atomic_load(flag); spins++) {
+    REQUIRE(spins < 100000000);
+    sched_yield();
+  }
+}
+#endif
+
 /* End of main: report and return the exit code. */
 #define TEST_DONE()                                                                   \
   do {                                                                                \
