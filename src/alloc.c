@@ -63,8 +63,8 @@ static bool make_handle(tslab_t* a, void* p, tslab_handle_t* h) {
 /* Hand out one slot from the bin's set-aside word `m` (owner, busy window,
  * m != 0): the one freed last while set aside (`hot`, while the mask still
  * holds its bit), else the lowest. The slot was counted when it was set
- * aside (src/tcache.c, bin_set_mask). */
-static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, uint64_t m) {
+ * aside (src/tcache.c, bin_put_mask). */
+static inline __attribute__((always_inline)) void* bin_pop_mask(tslab_bin_t* bin, uint64_t m) {
   uint64_t bit = bin->hot_bit;
   uint8_t* p;
   if (m & bit) {
@@ -78,6 +78,26 @@ static inline __attribute__((always_inline)) void* bin_pop(tslab_bin_t* bin, uin
   atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | bit,
                         memory_order_relaxed);
   return p;
+}
+
+/* Hand out a set-aside slot of the bin (owner, busy window): the hot slot,
+ * else the top of the free stack, the slot freed last outside the mask's
+ * word (section 3, F1), which joins its slab's `used` again, else the
+ * lowest of the mask; NULL when there is none. Each was counted in `taken`
+ * when set aside. */
+static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin) {
+  uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
+  if (m & bin->hot_bit) return bin_pop_mask(bin, m);
+  uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
+  if (n != 0) {
+    tslab_stacked_t* e = &bin->stack[n - 1];
+    atomic_store_explicit(&bin->stack_len, n - 1, memory_order_relaxed);
+    tslab_slab_used_add(e->run, 1);
+    atomic_store_explicit(e->word, atomic_load_explicit(e->word, memory_order_relaxed) | e->bit,
+                          memory_order_relaxed);
+    return e->p;
+  }
+  return m != 0 ? bin_pop_mask(bin, m) : NULL;
 }
 
 /* Smallest class that can hold size bytes at the given alignment, or
@@ -100,10 +120,10 @@ static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t ali
   if (p || *status != TSLAB_OK) return p;
   uint32_t cls = class_for(size, align);
   tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
-  if (atomic_load_explicit(&bin->mask, memory_order_relaxed) != 0 || tslab_bin_refill(a, tc, bin, e))
-    return bin_pop(bin, atomic_load_explicit(&bin->mask, memory_order_relaxed));
-  *status = TSLAB_ERR_OUT_OF_MEMORY;
-  return NULL;
+  p = bin_take(bin);
+  if (p == NULL && tslab_bin_refill(a, tc, bin, e)) p = bin_take(bin);
+  if (p == NULL) *status = TSLAB_ERR_OUT_OF_MEMORY;
+  return p;
 }
 
 /* Everything that is not the fast path: argument checks, registration as a
@@ -175,9 +195,8 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
         /* One register for the bin: left to itself the compiler derives its
          * fields from two differently offset bases. */
         __asm__("" : "+r"(bin));
-        uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-        if (likely(m != 0)) {
-          void* p = bin_pop(bin, m);
+        void* p = bin_take(bin);
+        if (likely(p != NULL)) {
           tslab_busy_exit(tc);
           return p;
         }
@@ -213,9 +232,10 @@ TSLAB_API void* tslab_aligned_alloc(tslab_t* a, size_t alignment, size_t size, t
 TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tslab_handle_t* out) {
   if (!out) return fail_alloc(a, TSLAB_ERR_INVALID_ARGUMENT);
   *out = 0;
-  /* Fast path: a set-aside slot of the bin's current slab, which has its
-   * slot generations already, when the slot's block would not serve the
-   * size (typed pools in long-lived epochs). */
+  /* Fast path: a set-aside slot of the bin (its hot slot, its free stack's
+   * top or its mask's lowest) in a slab that has its generations already, when the
+   * slot's block would not serve the size (typed pools in long-lived
+   * epochs). */
   if (likely(a != NULL && size - 1 < a->fast_max && tslab_tls_last.id == a->id)) {
     tslab_tcache_t* tc = tslab_tls_last.tc;
     uint32_t slot = (uint32_t)(e & a->ring_mask);
@@ -225,10 +245,12 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
         ((size + 15) & ~(size_t)15) > (size_t)(sc->end - sc->top)) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
       uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-      tslab_run_t* s = bin->cur;
+      uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
+      /* The run bin_take takes from. */
+      tslab_run_t* s = n == 0 || (m & bin->hot_bit) ? bin->cur : bin->stack[n - 1].run;
       _Atomic uint16_t* g = s ? atomic_load_explicit(&s->gens, memory_order_relaxed) : NULL;
-      if (m != 0 && g != NULL) {
-        void* p = bin_pop(bin, m);
+      if ((m != 0 || n != 0) && g != NULL) {
+        void* p = bin_take(bin);
         uint32_t idx = tslab_slab_index(s, p);
         *out = handle_pack(a, atomic_load_explicit(&g[idx], memory_order_relaxed), s->start, idx);
         tslab_busy_exit(tc);
@@ -273,19 +295,23 @@ static bool fail_free(tslab_t* a, int status) {
   return false;
 }
 
-/* What a local free did: nothing (not a live slot), put the slot back into
- * the bin's set-aside word (so the run is the bin's current slab, which
- * never settles), or cleared its bit. */
-enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED };
+/* What a local free did: nothing (not a live slot), set the slot aside in
+ * its bin (on the free stack, or back into the set-aside word of the
+ * current slab, which never settles), cleared its bit, or cleared the bit
+ * of a slab's slot outside the set-aside word, to be set aside or counted
+ * by free_local_elsewhere. */
+enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED, FREE_ELSEWHERE };
 
 /* Owner free of slot idx of s (at p), in the busy window with s's era
- * active: plain loads and stores only (invariant S1). A slot of the word the
- * bin has set aside goes straight back into the mask as the bin's hot slot,
- * the next one handed out (cache-hot reuse, section 3). The mask is written
- * before `taken` (a release) and readers read `taken` first (an acquire), so
- * a read can miss the slot's return (an undercount the readers' high-water
- * mark hides) but never count it twice. A free into a parked slab counts in
- * the bin's `frees` at once: readers do not walk the parked list (3.2). */
+ * active: plain loads and stores only (invariant S1). A slot of the word
+ * the bin has set aside goes back into the mask as its hot slot, the next
+ * one handed out (section 3); it counts once, in `taken`, written after
+ * the mask (a release; readers read `taken` first, an acquire), so a read
+ * can miss the slot's return (an undercount the readers' high-water mark
+ * hides) but never count it twice. A block object's free is counted here;
+ * another slot of a slab is left to free_local_elsewhere, which the fast
+ * path calls out of line (its registers would otherwise cost every free a
+ * stack frame). */
 static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx, void* p) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
@@ -293,12 +319,40 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   if (unlikely(!(al & bit) || (atomic_load_explicit(word + 1, memory_order_relaxed) & bit))) return FREE_REJECTED;
   atomic_store_explicit(word, al & ~bit, memory_order_relaxed);
   tslab_bin_t* bin = s->bin;
-  if (bin && bin->word == word) {
-    atomic_store_explicit(&bin->mask, atomic_load_explicit(&bin->mask, memory_order_relaxed) | bit,
-                          memory_order_release);
-    bin->hot = p;
-    bin->hot_bit = bit;
-    tslab_bump_release(&bin->taken, 1); /* also the free's count (taken - refilled) */
+  if (!bin) {
+    /* A block: bumping or stopped, never parked. */
+#if TSLAB_COUNTERS
+    tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
+#else
+    tslab_slab_used_add(s, -1);
+#endif
+    return FREE_CLEARED;
+  }
+  if (bin->word != word) return FREE_ELSEWHERE;
+  atomic_store_explicit(&bin->mask, atomic_load_explicit(&bin->mask, memory_order_relaxed) | bit,
+                        memory_order_release);
+  bin->hot = p;
+  bin->hot_bit = bit;
+  tslab_bump_release(&bin->taken, 1); /* also the free's count (taken - refilled) */
+  return FREE_SET_ASIDE;
+}
+
+/* The rest of a FREE_ELSEWHERE free of slot idx of slab s (at p), its bit
+ * cleared: onto the bin's free stack while the stack has room and the slab
+ * keeps a slot allocated or in the mask (F2), counted once in `taken` after
+ * the stack, as a free into the mask is; else counted in the slab (a
+ * parked slab's free in the bin's `frees` at once: readers do not walk the
+ * parked list, 3.2). */
+static inline __attribute__((always_inline)) int free_local_elsewhere(tslab_run_t* s, uint32_t idx, void* p) {
+  tslab_bin_t* bin = s->bin;
+  uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
+  if (n < TSLAB_STACK_MAX && tslab_slab_used(s) > 1) {
+    /* Bit and entry before the length: a fork child whose thread was cut
+     * short here finds the slot free and the stack without it (7.6). */
+    bin->stack[n] = (tslab_stacked_t){(uint8_t*)p, s, &s->bits[2 * (idx >> 6)], 1ull << (idx & 63)};
+    tslab_slab_used_add(s, -1);
+    atomic_store_explicit(&bin->stack_len, n + 1, memory_order_relaxed);
+    tslab_bump_release(&bin->taken, 1);
     return FREE_SET_ASIDE;
   }
   if (s->list == TSLAB_LIST_PARKED) {
@@ -314,9 +368,16 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   return FREE_CLEARED;
 }
 
+/* Both steps of a local free, for the paths that are not the fast one. */
+static int free_local_slot(tslab_run_t* s, uint32_t idx, void* p) {
+  int done = free_local_bits(s, idx, p);
+  return done == FREE_ELSEWHERE ? free_local_elsewhere(s, idx, p) : done;
+}
+
 /* Whether a run a local free left needs its cache to settle it: it emptied
- * (the current slab never retires), or it is parked and has the free slots
- * to go back to the ready list. */
+ * (the current slab never retires; its stacked slots come off the stack in
+ * the settle, F2), or it is parked and has the free slots to go back to the
+ * ready list. */
 static inline bool free_local_settles(const tslab_run_t* s) {
   if (s->list == TSLAB_LIST_CUR) return false;
   return tslab_slab_used(s) == 0 || (s->list == TSLAB_LIST_PARKED && tslab_slab_parked_ready(s));
@@ -339,6 +400,15 @@ static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint
 static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
                                                         uint32_t idx) {
   free_local_rest(a, tc, s, idx);
+  tslab_busy_exit(tc);
+  return true;
+}
+
+/* A local free that free_local_bits left to free_local_elsewhere, and the
+ * rest of it: out of line, and the end of its busy window. */
+static __attribute__((noinline)) bool free_local_other(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
+                                                       uint32_t idx, void* p) {
+  if (free_local_rare(s, free_local_elsewhere(s, idx, p))) free_local_rest(a, tc, s, idx);
   tslab_busy_exit(tc);
   return true;
 }
@@ -397,7 +467,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   if (idx == UINT32_MAX) return false;
   tslab_run_t* s = v.r;
   if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc && tslab_era_active(a, v.era)) {
-    if (free_local_bits(s, idx, p) == FREE_REJECTED) return false;
+    if (free_local_slot(s, idx, p) == FREE_REJECTED) return false;
     free_local_rest(a, tc, s, idx);
     return true;
   }
@@ -441,6 +511,7 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
       if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx, p)) != FREE_REJECTED)) {
+        if (done == FREE_ELSEWHERE) return free_local_other(a, tc, s, idx, p);
         if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
         tslab_busy_exit(tc);
         return true;
@@ -658,7 +729,7 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
        * bits or moves their generations meanwhile. */
       int done;
       if (atomic_load_explicit(&g[f.idx], memory_order_relaxed) == f.gen &&
-          (done = free_local_bits(s, f.idx, s->start + (size_t)f.idx * s->obj_size)) != FREE_REJECTED) {
+          (done = free_local_slot(s, f.idx, s->start + (size_t)f.idx * s->obj_size)) != FREE_REJECTED) {
         /* The slot's generation moves on: the handle and its copies stop
          * matching (what free_local_rest does, with the value at hand). */
         atomic_store_explicit(&g[f.idx], (uint16_t)(f.gen + 1), memory_order_relaxed);

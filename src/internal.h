@@ -255,32 +255,47 @@ typedef struct tslab_grace {
 /* Thread caches                                                             */
 /* ------------------------------------------------------------------------- */
 
+/* A slot a local free gave back to its bin (the free stack, section 3). */
+typedef struct tslab_stacked {
+  uint8_t* p;
+  tslab_run_t* run;
+  _Atomic uint64_t* word;     /* its alloc word in run's bitmap */
+  uint64_t bit;
+} tslab_stacked_t;
+
+#define TSLAB_STACK_MAX 8u
+
 typedef struct tslab_bin {
-  /* Hot: the allocation fast path touches only these. `mask` holds the
-   * free slots of one bitmap word of the current slab that the owner has
-   * set aside for itself; allocating one sets its bit in `*word`. Set-aside
-   * slots count as taken (`taken`, the slab's `used`) from the moment they
-   * are set aside, so allocating needs no counter: allocations = taken -
-   * popcount(mask). A free into the set-aside word puts its slot back into
-   * the mask and counts once, in `taken`: frees into the mask = taken -
-   * refilled. Owner writes, relaxed; statistics read it. */
+  /* Hot: the allocation fast path touches only these and the stack's top.
+   * `mask` holds the free slots of one bitmap word of the current slab that
+   * the owner has set aside for itself; allocating one sets its bit in
+   * `*word`. The free stack holds slots local frees outside that word gave
+   * back, from any slab of the bin (section 3, F1-F3). Set-aside slots,
+   * the mask's and the stack's, count as taken (`taken`) from the moment
+   * they are set aside, so allocating needs no counter: allocations = taken
+   * - popcount(mask) - stack_len. A free onto the stack or back into the
+   * mask counts once, in `taken`: such frees = taken - refilled. Owner
+   * writes, relaxed; statistics read them. */
   _Atomic uint64_t mask;
   uint8_t* base;              /* address of the first slot of that word */
   _Atomic uint64_t* word;     /* the alloc bitmap word */
   uint32_t size;              /* object size of the class */
   uint32_t cls;
-  /* The slot a local free set aside last and its bit, meaningful while the
-   * mask holds that bit: handing the slot out or trimming the mask takes
-   * the bit away, and a new mask (another word) comes with hot_bit 0. The
-   * next allocation takes it: its lines are the likeliest in the core's
-   * cache, and its address comes from this load instead of the free's
-   * slot-index arithmetic and the bit scan. Owner only, like `mask`. */
+  /* The slot a local free put back into the mask last and its bit,
+   * meaningful while the mask holds that bit: handing the slot out or
+   * trimming the mask takes the bit away, and a new mask (another word)
+   * comes with hot_bit 0. The next allocation takes it: its lines are the
+   * likeliest in the core's cache, and its address comes from this load
+   * instead of the free's slot-index arithmetic and the bit scan. Owner
+   * only, like `mask`. */
   uint8_t* hot;
   uint64_t hot_bit;
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   /* Counters of this (slot, class) for the slot's era: the owner writes
    * them, the closer when it folds the bin. */
   _Atomic uint64_t frees;
+  _Atomic uint32_t stack_len;
+  tslab_stacked_t stack[TSLAB_STACK_MAX]; /* owner only, below stack_len */
   /* Cold. */
   _Atomic uint64_t taken;     /* slots set aside (by refills and frees), less those dropped unused */
   _Atomic uint64_t refilled;  /* the refills' part of `taken` */

@@ -178,13 +178,13 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
   write_end(&bin->seq);
 }
 
-/* Owner, or the closer as above: replace the set-aside slots of the current
- * slab by `mask`, with no hot slot. Set-aside slots count in the slab's
- * `used` and the bin's `taken`, so the allocation fast path needs neither. */
-static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
+/* In a write section of the bin, by its owner or the closer as above:
+ * replace the set-aside slots of the current slab by `mask`, with no hot
+ * slot. Set-aside slots count in the slab's `used` and the bin's `taken`, so
+ * the allocation fast path needs neither. */
+static void bin_put_mask(tslab_bin_t* bin, uint64_t mask) {
   uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
   int64_t delta = (int64_t)tslab_popcount(mask) - (int64_t)tslab_popcount(old);
-  write_begin(&bin->seq);
   if (bin->cur) {
     run_fold(&bin->frees, bin->cur); /* bounds the pending count of a slab that stays current */
     tslab_slab_used_add(bin->cur, delta);
@@ -197,6 +197,48 @@ static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
    * (a full ready slab, then no memory for a new one), and a free into the
    * old word must not feed the mask of whatever slab is current next. */
   if (!mask) bin->word = NULL;
+}
+
+static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
+  write_begin(&bin->seq);
+  bin_put_mask(bin, mask);
+  write_end(&bin->seq);
+}
+
+/* In a write section of the bin: k slots left its free stack unused; like
+ * a dropped mask, they leave `taken` and `refilled` both, so neither the
+ * allocations (taken - mask - stack) nor the frees (taken - refilled) a
+ * reader computes change. Stacked slots are free in their slabs' bitmaps
+ * and `used` already. */
+static void bin_unstacked(tslab_bin_t* bin, uint32_t k) {
+  tslab_bump(&bin->taken, (uint64_t)-(int64_t)k);
+  tslab_bump(&bin->refilled, (uint64_t)-(int64_t)k);
+}
+
+/* Owner, or the closer with the owner quiescent: empty the bin's free
+ * stack (F3). The caller settles the slabs (a flush) or detaches them (a
+ * close). */
+static void bin_drop_stack(tslab_bin_t* bin) {
+  uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
+  if (n == 0) return;
+  write_begin(&bin->seq);
+  atomic_store_explicit(&bin->stack_len, 0, memory_order_relaxed);
+  bin_unstacked(bin, n);
+  write_end(&bin->seq);
+}
+
+/* Owner: slab s, not current, emptied; its stacked slots come off the
+ * stack, the others keeping their order, before it settles (F2). */
+static void bin_unstack_run(tslab_bin_t* bin, tslab_run_t* s) {
+  uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed), kept = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (bin->stack[i].run != s) kept++;
+  if (kept == n) return;
+  write_begin(&bin->seq);
+  for (uint32_t i = 0, j = 0; i < n; i++)
+    if (bin->stack[i].run != s) bin->stack[j++] = bin->stack[i];
+  atomic_store_explicit(&bin->stack_len, kept, memory_order_relaxed);
+  bin_unstacked(bin, n - kept);
   write_end(&bin->seq);
 }
 
@@ -237,17 +279,18 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
   tslab_run_t* cur = LINK_LOAD(bin->cur);
   if (cur) f += tslab_slab_pending(cur);
   if (walk && !walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f)) return false;
-  /* Frees first, then `taken`, then the mask: every free read has its
+  /* Frees first, then `taken`, then the mask and stack: every free read has its
    * allocation counted (section 9), and a slot a free put back into the mask
-   * is never counted twice (the free writes the mask before `taken`). Such a
+   * or stack is never counted twice (the free writes them before `taken`). Such a
    * free counts as a free from the same read of `taken` that counts its
    * allocation; `refilled` changes only in a write section. */
   uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_acquire);
   uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_acquire);
+  uint32_t stacked = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
   uint64_t refilled = atomic_load_explicit(&bin->refilled, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   if (atomic_load_explicit(&bin->seq, memory_order_relaxed) != seq) return false;
-  *allocs = taken - (uint64_t)tslab_popcount(mask);
+  *allocs = taken - (uint64_t)tslab_popcount(mask) - stacked;
   *frees = f + (taken - refilled);
   return true;
 }
@@ -539,6 +582,7 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
       slot_drop_block(a, tc, &tc->slots[atomic_load_explicit(&s->era, memory_order_relaxed) & a->ring_mask], s);
       return;
     }
+    bin_unstack_run(s->bin, s);
     tslab_tcache_unlink_run(tc, s);
     tslab_run_retire(a, s);
   } else if (s->list == TSLAB_LIST_PARKED) {
@@ -575,42 +619,79 @@ static bool drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
   return true;
 }
 
-/* Owner: a slab that is not current is full; park it armed for notification. */
-static void park(tslab_bin_t* bin, tslab_run_t* s) {
-  if (tslab_slab_arm(s))
-    bin_list_move(bin, NULL, &bin->ready, s, TSLAB_LIST_READY);
-  else
-    bin_list_move(bin, NULL, &bin->parked, s, TSLAB_LIST_PARKED);
-}
-
-static void make_current(tslab_bin_t* bin, tslab_run_t* s) {
-  bin_set_mask(bin, 0);
-  tslab_run_t* old = bin->cur;
-  if (old) {
-    park(bin, old);
-    tslab_hook_point(TSLAB_HOOK_SLAB_PARKED);
-  }
-  s->list = TSLAB_LIST_CUR;
-  bin_set_cur(bin, s);
-}
-
-/* Owner: set aside the free slots of the next bitmap word of the current
- * slab that has any, scanning round from where the last one was taken. The
- * slots stay free in the bitmap until handed out, so dropping a mask only
- * gives back their count. */
-static bool take_word(tslab_bin_t* bin) {
-  tslab_run_t* s = bin->cur;
+/* Owner: the next bitmap word of slab s with free slots, scanning round
+ * from where the last one was taken; false when s is full. */
+static bool next_word(tslab_run_t* s, uint32_t* word, uint64_t* avail) {
   for (uint32_t i = 0, w = s->hint; i < s->words; i++, w = w + 1 == s->words ? 0 : w + 1) {
-    uint64_t avail = ~atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed);
-    if (avail) {
-      bin->base = s->start + (size_t)w * 64 * s->obj_size;
-      bin->word = &s->bits[2 * w];
-      bin_set_mask(bin, avail);
+    uint64_t free_slots = ~atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed);
+    if (free_slots) {
       s->hint = w + 1 == s->words ? 0 : w + 1;
+      *word = w;
+      *avail = free_slots;
       return true;
     }
   }
   return false;
+}
+
+/* In a write section of the bin: set aside the free slots `avail` of word w
+ * of the current slab. The slots stay free in the bitmap until handed out,
+ * so dropping a mask only gives back their count. */
+static void bin_put_word(tslab_bin_t* bin, uint32_t w, uint64_t avail) {
+  tslab_run_t* s = bin->cur;
+  bin->base = s->start + (size_t)w * 64 * s->obj_size;
+  bin->word = &s->bits[2 * w];
+  bin_put_mask(bin, avail);
+}
+
+/* Owner: set aside the next word of the current slab that has free slots. */
+static bool take_word(tslab_bin_t* bin) {
+  uint32_t w;
+  uint64_t avail;
+  if (!next_word(bin->cur, &w, &avail)) return false;
+  write_begin(&bin->seq);
+  bin_put_word(bin, w, avail);
+  write_end(&bin->seq);
+  return true;
+}
+
+/* Owner, the bin's mask empty: make s current (taken off list `from`, or a
+ * new slab with `from` NULL) and set aside its first word with free slots.
+ * The old current slab is parked, armed for notification, or goes to the
+ * ready list when arming finds remote frees. A working set freed at random
+ * swaps slabs every few allocations (mixed sizes: a fifth of them), so this
+ * is one function and two write sections (3.2). A thread held between them
+ * (the hook) has parked the old slab and not installed s: the state the
+ * fork child's repair knows (7.6). */
+static bool switch_current(tslab_bin_t* bin, tslab_run_t* s, tslab_run_t** from) {
+  tslab_run_t* old = bin->cur;
+  bool old_ready = old && tslab_slab_arm(old);
+  write_begin(&bin->seq);
+  if (from) {
+    run_fold(&bin->frees, s);
+    list_remove(from, s);
+  }
+  if (old) {
+    run_fold(&bin->frees, old);
+    if (old_ready)
+      list_push(&bin->ready, old, TSLAB_LIST_READY);
+    else
+      list_push(&bin->parked, old, TSLAB_LIST_PARKED);
+  }
+  write_end(&bin->seq);
+  if (old) tslab_hook_point(TSLAB_HOOK_SLAB_PARKED);
+  uint32_t w;
+  uint64_t avail;
+  bool ok = next_word(s, &w, &avail);
+  write_begin(&bin->seq);
+  s->list = TSLAB_LIST_CUR;
+  LINK_STORE(bin->cur, s);
+  if (ok)
+    bin_put_word(bin, w, avail);
+  else
+    bin_put_mask(bin, 0);
+  write_end(&bin->seq);
+  return ok;
 }
 
 /* Allocation slow path, in the busy window with `era` ACTIVE and claimed,
@@ -620,25 +701,25 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   bool ok = true;
+  /* F1: a refill comes only when the hot slot, the stack and the mask are
+   * all empty, so no word it sets aside holds a stacked slot. */
+  TSLAB_ASSERT(atomic_load_explicit(&bin->stack_len, memory_order_relaxed) == 0);
   bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
   tslab_bump(&bin->slow, 1);
   if (bin->cur && take_word(bin)) goto done;
   if (bin->cur && tslab_slab_collect(a, bin->cur) > 0 && take_word(bin)) goto done;
   if (drain_notifications(a, tc) && bin->cur && take_word(bin)) goto done;
   while (bin->ready) {
-    /* A ready slab that turns out full is parked by the next make_current;
+    /* A ready slab that turns out full is parked by the next switch;
      * arming puts it straight back on the ready list if frees raced in. */
     tslab_run_t* s = bin->ready;
-    bin_list_move(bin, &bin->ready, NULL, s, TSLAB_LIST_NONE);
     tslab_slab_collect(a, s);
-    make_current(bin, s);
-    if (take_word(bin)) goto done;
+    if (switch_current(bin, s, &bin->ready)) goto done;
   }
   tslab_run_t* s = tslab_slab_new(a, tc, bin->cls, era);
   if (s) {
     s->bin = bin;
-    make_current(bin, s);
-    ok = take_word(bin);
+    ok = switch_current(bin, s, NULL);
   } else {
     ok = false;
   }
@@ -706,6 +787,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+      bin_drop_stack(bin);
       bin_set_mask(bin, 0);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
@@ -890,6 +972,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
       for (uint32_t word = 0; word < 2; word++) {
         for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_relaxed); m; m &= m - 1) {
           tslab_bin_t* bin = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
+          bin_drop_stack(bin);
           tslab_run_t* lists[2] = {bin->ready, bin->parked};
           for (int l = 0; l < 2; l++) {
             for (tslab_run_t* s = lists[l]; s;) {
@@ -964,7 +1047,7 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
 /* fork child, for every cache, before anything reads its lists: lists and
  * bump states as if a vanished thread's last change had finished or not
  * begun (a cache nobody was changing stays as it is). A current slab that is
- * on a list as well was being replaced (make_current parks the old one
+ * on a list as well was being replaced (switch_current parks the old one
  * first): the bin has no current slab. A slab the change had taken off every
  * list is found by tslab_runs_fork_reown and comes back through
  * tslab_tcache_fork_adopt. */
@@ -973,6 +1056,7 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
     fork_repair_bump(&tc->slots[slot]);
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+      if (tc->forked_busy) atomic_store(&bin->stack_len, 0); /* F3: `used` is repaired from the bits */
       relink(&bin->ready, TSLAB_LIST_READY);
       relink(&bin->parked, TSLAB_LIST_PARKED);
       tslab_run_t* cur = bin->cur;

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "internal.h" /* TSLAB_STACK_MAX */
 #include "test_util.h"
 
 static tslab_t* make(size_t reserve) {
@@ -615,6 +616,140 @@ static void test_hot_slot(void) {
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }
+/* The bin's free stack (docs/ARCHITECTURE.md section 3, F1-F3): slots freed
+ * outside the word the bin has set aside, from any of its slabs, come back
+ * last in, first out; a stacked slot is free for every check (a second
+ * free fails, its usable size is 0, its handle is stale); the stack holds
+ * TSLAB_STACK_MAX and frees past it count in their slabs; a slab whose
+ * objects are all freed retires at once, stacked slots and all; a flush and
+ * a close empty the stack, and the era that takes a closed era's ring slot
+ * never gets one of its slots; the counts stay exact throughout. */
+static bool in_range(const void* p, const void* lo, size_t bytes) {
+  return (uintptr_t)p - (uintptr_t)lo < bytes;
+}
+
+static void test_free_stack(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 30;
+  c.max_alloc_size = c.reserve_bytes / 4;
+  enum { RING = 4 };
+  c.epoch_ring_size = RING;
+  c.block_budget = 0; /* class slabs only */
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  tslab_stats_class_t st0, st;
+  class_for(a, 128, &st0);
+  enum { CAP = 128, N = 2 * CAP + 1, STACK = TSLAB_STACK_MAX };
+  REQUIRE(st0.objects_per_slab == CAP);
+  static char* o[N];
+  for (int i = 0; i < N; i++) REQUIRE((o[i] = tslab_alloc(a, 128, e)) != NULL);
+  char* cur = o[2 * CAP]; /* the current slab's first slot; the two before it are full */
+  uint64_t live = N, inv0 = invalid_frees(a);
+
+  /* Two slabs' slots, last in first out; a stacked slot is free. */
+  CHECK(tslab_free(a, o[5]));
+  CHECK(tslab_free(a, o[CAP + 7]));
+  CHECK(tslab_free(a, o[9]));
+  CHECK(!tslab_free(a, o[9]));
+  CHECK_EQ_U(tslab_usable_size(a, o[9]), 0);
+  CHECK(tslab_alloc(a, 128, e) == o[9]);
+  CHECK(tslab_alloc(a, 128, e) == o[CAP + 7]);
+  CHECK(tslab_alloc(a, 128, e) == o[5]);
+  CHECK_EQ_U(tslab_usable_size(a, o[5]), 128);
+
+  /* At most STACK: the frees past it count in their slab, which stays
+   * parked (far from an eighth free), so the allocation after the stack's
+   * comes from the current slab. */
+  for (int i = 0; i < STACK + 2; i++) CHECK(tslab_free(a, o[20 + i]));
+  for (int i = STACK - 1; i >= 0; i--) CHECK(tslab_alloc(a, 128, e) == o[20 + i]);
+  char* x = tslab_alloc(a, 128, e);
+  CHECK(in_range(x, cur, CAP * 128));
+  CHECK(tslab_free(a, x));
+  CHECK(!tslab_free(a, o[20 + STACK]));
+  live -= 2;
+  CHECK_CONSISTENT(a);
+
+  /* A slab whose objects are all freed retires at once: the last free
+   * takes its slots off the stack. */
+  tslab_stats_global_t g0, g1;
+  REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+  for (int i = CAP; i < 2 * CAP; i++) CHECK(tslab_free(a, o[i]));
+  live -= CAP;
+  REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+  CHECK_EQ_U(g1.slabs_in_use, g0.slabs_in_use - 1);
+  char* y[STACK + 1];
+  for (int i = 0; i <= STACK; i++) {
+    y[i] = tslab_alloc(a, 128, e);
+    CHECK(in_range(y[i], cur, CAP * 128));
+  }
+  for (int i = 0; i <= STACK; i++) CHECK(tslab_free(a, y[i]));
+  CHECK_CONSISTENT(a);
+
+  /* Handles: a slot freed by its handle is stacked, and the handle stays
+   * stale when the slot is handed out again. */
+  enum { HN = 65, HCAP = 64 }; /* 256-byte slots: one slab and the next's first */
+  tslab_handle_t hs[HN], h2;
+  char* hp[HN];
+  for (int i = 0; i < HN; i++) REQUIRE((hp[i] = tslab_alloc_handle(a, 256, e, &hs[i])) != NULL);
+  CHECK(in_range(hp[HCAP - 1], hp[0], HCAP * 256) && !in_range(hp[HCAP], hp[0], HCAP * 256));
+  CHECK(tslab_free_handle(a, hs[3]));
+  CHECK(tslab_handle_get(a, hs[3]) == NULL);
+  CHECK(!tslab_free_handle(a, hs[3]));
+  CHECK(tslab_alloc_handle(a, 256, e, &h2) == hp[3]);
+  CHECK(h2 != hs[3]);
+  CHECK(tslab_handle_get(a, hs[3]) == NULL);
+  CHECK(tslab_handle_get(a, h2) == hp[3]);
+  hs[3] = h2;
+  for (int i = 0; i < HN; i++) CHECK(tslab_free_handle(a, hs[i]));
+
+  /* A flush empties the stack: the slots are free, the counts exact. */
+  CHECK(tslab_free(a, o[30]));
+  CHECK(tslab_free(a, o[31]));
+  live -= 2;
+  tslab_thread_flush(a);
+  CHECK_CONSISTENT(a);
+  CHECK(!tslab_free(a, o[31]));
+  class_for(a, 128, &st);
+  CHECK_EQ_U(st.live_objects - st0.live_objects, live);
+  CHECK_EQ_U(invalid_frees(a) - inv0, 4);
+
+  /* A request era closes with a slot on its stack; the next era of its
+   * ring slot starts afresh. */
+  tslab_epoch_t r = tslab_epoch_advance(a);
+  REQUIRE(r != 0);
+  static char* q[CAP + 1];
+  for (int i = 0; i < CAP + 1; i++) REQUIRE((q[i] = tslab_alloc(a, 128, r)) != NULL);
+  CHECK(tslab_free(a, q[3])); /* its slab is parked: stacked */
+  CHECK_EQ_U(tslab_epoch_close(a, r), TSLAB_OK);
+  tslab_epoch_t r3 = 0;
+  for (int i = 0; i < 8 && r3 == 0; i++) {
+    tslab_epoch_t next = tslab_epoch_advance(a);
+    REQUIRE(next != 0);
+    if (next % RING == r % RING)
+      r3 = next;
+    else
+      CHECK_EQ_U(tslab_epoch_close(a, next), TSLAB_OK);
+  }
+  REQUIRE(r3 != 0);
+  char* fresh = tslab_alloc(a, 128, r3);
+  REQUIRE(fresh != NULL);
+  CHECK(fresh != q[3]);
+  CHECK_EQ_U(tslab_epoch_of(a, fresh), r3);
+  CHECK(!tslab_free(a, q[3]));
+  for (int i = 0; i < CAP + 1; i++)
+    if (i != 3) CHECK(tslab_free(a, q[i]));
+  CHECK(tslab_free(a, fresh));
+  CHECK_EQ_U(tslab_epoch_close(a, r3), TSLAB_OK);
+  for (int i = 0; i < N; i++)
+    if (tslab_usable_size(a, o[i]) != 0) CHECK(tslab_free(a, o[i]));
+  class_for(a, 128, &st);
+  CHECK_EQ_U(st.live_objects, st0.live_objects);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 
 static void test_word_refill(void) {
   tslab_t* a = make((size_t)1 << 30);
@@ -696,6 +831,7 @@ int main(void) {
   test_own_block_frees();
   test_word_refill();
   test_hot_slot();
+  test_free_stack();
   test_calloc_realloc_aligned();
   test_bad_input();
   test_handles_across_reuse();

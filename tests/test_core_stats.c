@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "internal.h" /* TSLAB_STACK_MAX */
 #include "test_util.h"
 
 static tslab_t* a;
@@ -197,8 +198,10 @@ static void check_parked_slabs(void) {
   REQUIRE((uintptr_t)first[CAP - 1] - (uintptr_t)first[0] == (CAP - 1) * 64); /* one slab, in order */
   REQUIRE((more[0] = tslab_alloc(a, 64, e)) != NULL);                        /* the first is parked */
   CHECK(!in_slab(first, CAP, more[0]));
-  /* One free short of ready, scattered over its words. */
-  for (int i = 0; i < READY - 1; i++) CHECK(tslab_free(a, first[i * 8]));
+  /* One free short of ready, scattered over its words: the first ones go
+   * on the bin's free stack (section 3), the rest count at once. */
+  enum { STACK = TSLAB_STACK_MAX, STRIDE = 6 };
+  for (int i = 0; i < READY - 1; i++) CHECK(tslab_free(a, first[i * STRIDE]));
   tslab_stats_class(a, c64, &k);
   CHECK_EQ_U(k.frees_total, READY - 1);
   CHECK_EQ_U(k.live_objects, CAP + 1 - (READY - 1));
@@ -206,17 +209,20 @@ static void check_parked_slabs(void) {
   CHECK_EQ_U(tslab_stats_epoch(a, e, &es), TSLAB_OK);
   CHECK_EQ_U(es.frees_total, READY - 1);
   CHECK_CONSISTENT(a);
-  /* The rest of the second slab and a third: none from the parked one. */
+  /* The stack's slots, last in first out; then the rest of the second slab
+   * and a third: none from the parked one. */
+  for (int i = STACK - 1; i >= 0; i--) CHECK(tslab_alloc(a, 64, e) == first[i * STRIDE]);
   int n = 1;
   for (; n < 2 * CAP; n++) {
     REQUIRE((more[n] = tslab_alloc(a, 64, e)) != NULL);
     CHECK(!in_slab(first, CAP, more[n]));
   }
   /* A double free of a slot the parked slab holds free still fails. */
-  CHECK(!tslab_free(a, first[0]));
-  /* The free that makes it ready: the current slab is full, so the next
-   * allocations take its free slots, and the one after those a new slab. */
-  CHECK(tslab_free(a, first[(READY - 1) * 8]));
+  CHECK(!tslab_free(a, first[STACK * STRIDE]));
+  /* The stack again, then the free that makes the slab ready: the current
+   * slab is full, so the next allocations take the stack and the slab's
+   * free slots, and the one after those a new slab. */
+  for (int i = READY - 1; i < READY + STACK; i++) CHECK(tslab_free(a, first[i * STRIDE]));
   int from_first = 0;
   void* again[READY + 1];
   for (int i = 0; i < READY + 1; i++) {
@@ -225,8 +231,8 @@ static void check_parked_slabs(void) {
   }
   CHECK_EQ_U(from_first, READY);
   tslab_stats_class(a, c64, &k);
-  CHECK_EQ_U(k.allocations_total, CAP + 2 * CAP + READY + 1);
-  CHECK_EQ_U(k.frees_total, READY); /* the double free is not one */
+  CHECK_EQ_U(k.allocations_total, CAP + 1 + STACK + (2 * CAP - 1) + READY + 1);
+  CHECK_EQ_U(k.frees_total, READY - 1 + STACK + 1); /* the double free is not one */
   CHECK_CONSISTENT(a);
   /* The same by another thread's frees: the first few are collected on a
    * refill and leave the slab parked, armed again, so that the rest still

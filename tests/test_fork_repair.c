@@ -251,14 +251,14 @@ static void test_own_close(int point) {
 
 /* ---- 3: a slab off every list, queued, while the era closes ---- */
 
-/* The owner fills two slabs, frees an eighth of the first (back on the
- * ready list, armed for remote frees) and fills on: the refill after the
- * second slab takes the first off the ready list and is held while it
- * parks the second. A remote free then queues the first slab for the
+/* The owner fills two slabs, frees an eighth of the first past its free
+ * stack's (back on the ready list, armed for remote frees) and fills on:
+ * the refill after the stack and the second slab takes the first off the
+ * ready list and is held while it parks the second. A remote free then queues the first slab for the
  * owner, and another thread starts closing the era. */
 static void* owner_refills(void* arg) {
   (void)arg;
-  return owner_frees_then_fills(SLAB + 1, SLAB / 8 + 8, 2 * SLAB + 1);
+  return owner_frees_then_fills(SLAB + 1, SLAB / 8 + 8 + TSLAB_STACK_MAX, 2 * SLAB + 1 + TSLAB_STACK_MAX);
 }
 
 static void* remote_free(void* p) { return (void*)(uintptr_t)!tslab_free(inst, p); }
