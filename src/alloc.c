@@ -298,9 +298,8 @@ static bool fail_free(tslab_t* a, int status) {
 /* What a local free did: nothing (not a live slot), set the slot aside in
  * its bin (on the free stack, or back into the set-aside word of the
  * current slab, which never settles), cleared its bit, or cleared the bit
- * of a slab's slot outside the set-aside word, to be set aside or counted
- * by free_local_elsewhere. */
-enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED, FREE_ELSEWHERE };
+ * of a slot for free_local_push to put on the free stack. */
+enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED, FREE_TO_STACK };
 
 /* Owner free of slot idx of s (at p), in the busy window with s's era
  * active: plain loads and stores only (invariant S1). A slot of the word
@@ -308,10 +307,12 @@ enum { FREE_REJECTED = 0, FREE_SET_ASIDE, FREE_CLEARED, FREE_ELSEWHERE };
  * one handed out (section 3); it counts once, in `taken`, written after
  * the mask (a release; readers read `taken` first, an acquire), so a read
  * can miss the slot's return (an undercount the readers' high-water mark
- * hides) but never count it twice. A block object's free is counted here;
- * another slot of a slab is left to free_local_elsewhere, which the fast
- * path calls out of line (its registers would otherwise cost every free a
- * stack frame). */
+ * hides) but never count it twice. Another slot of a slab goes on the
+ * bin's free stack while the stack has room and the slab keeps a slot
+ * allocated or in the mask (F2): left to free_local_push, which the fast
+ * path calls out of line (its registers would cost every free a stack
+ * frame). Else the slot counts in its slab (a parked slab's free in the
+ * bin's `frees` at once: readers do not walk the parked list, 3.2). */
 static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s, uint32_t idx, void* p) {
   _Atomic uint64_t* word = &s->bits[2 * (idx >> 6)];
   uint64_t bit = 1ull << (idx & 63);
@@ -319,46 +320,22 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   if (unlikely(!(al & bit) || (atomic_load_explicit(word + 1, memory_order_relaxed) & bit))) return FREE_REJECTED;
   atomic_store_explicit(word, al & ~bit, memory_order_relaxed);
   tslab_bin_t* bin = s->bin;
-  if (!bin) {
-    /* A block: bumping or stopped, never parked. */
-#if TSLAB_COUNTERS
-    tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
-#else
-    tslab_slab_used_add(s, -1);
-#endif
-    return FREE_CLEARED;
-  }
-  if (bin->word != word) return FREE_ELSEWHERE;
-  atomic_store_explicit(&bin->mask, atomic_load_explicit(&bin->mask, memory_order_relaxed) | bit,
-                        memory_order_release);
-  bin->hot = p;
-  bin->hot_bit = bit;
-  tslab_bump_release(&bin->taken, 1); /* also the free's count (taken - refilled) */
-  return FREE_SET_ASIDE;
-}
-
-/* The rest of a FREE_ELSEWHERE free of slot idx of slab s (at p), its bit
- * cleared: onto the bin's free stack while the stack has room and the slab
- * keeps a slot allocated or in the mask (F2), counted once in `taken` after
- * the stack, as a free into the mask is; else counted in the slab (a
- * parked slab's free in the bin's `frees` at once: readers do not walk the
- * parked list, 3.2). */
-static inline __attribute__((always_inline)) int free_local_elsewhere(tslab_run_t* s, uint32_t idx, void* p) {
-  tslab_bin_t* bin = s->bin;
-  uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
-  if (n < TSLAB_STACK_MAX && tslab_slab_used(s) > 1) {
-    /* Bit and entry before the length: a fork child whose thread was cut
-     * short here finds the slot free and the stack without it (7.6). */
-    bin->stack[n] = (tslab_stacked_t){(uint8_t*)p, s, &s->bits[2 * (idx >> 6)], 1ull << (idx & 63)};
-    tslab_slab_used_add(s, -1);
-    atomic_store_explicit(&bin->stack_len, n + 1, memory_order_relaxed);
-    tslab_bump_release(&bin->taken, 1);
-    return FREE_SET_ASIDE;
-  }
-  if (s->list == TSLAB_LIST_PARKED) {
-    tslab_slab_used_add(s, -1);
-    tslab_bump(&bin->frees, 1);
-    return FREE_CLEARED;
+  if (bin) {
+    if (bin->word == word) {
+      atomic_store_explicit(&bin->mask, atomic_load_explicit(&bin->mask, memory_order_relaxed) | bit,
+                            memory_order_release);
+      bin->hot = p;
+      bin->hot_bit = bit;
+      tslab_bump_release(&bin->taken, 1); /* also the free's count (taken - refilled) */
+      return FREE_SET_ASIDE;
+    }
+    if (atomic_load_explicit(&bin->stack_len, memory_order_relaxed) < TSLAB_STACK_MAX && tslab_slab_used(s) > 1)
+      return FREE_TO_STACK;
+    if (s->list == TSLAB_LIST_PARKED) {
+      tslab_slab_used_add(s, -1);
+      tslab_bump(&bin->frees, 1);
+      return FREE_CLEARED;
+    }
   }
 #if TSLAB_COUNTERS
   tslab_owner_add(&s->usage, (1ull << TSLAB_USED_BITS) - 1);
@@ -368,10 +345,26 @@ static inline __attribute__((always_inline)) int free_local_elsewhere(tslab_run_
   return FREE_CLEARED;
 }
 
+/* A FREE_TO_STACK free of slot idx of slab s (at p), its bit cleared: onto
+ * the bin's free stack, counted once in `taken` after the stack, as a free
+ * into the mask is. Bit and entry before the length: a fork child whose
+ * thread was cut short here finds the slot free and the stack without it
+ * (7.6). */
+static inline __attribute__((always_inline)) void free_local_push(tslab_run_t* s, uint32_t idx, void* p) {
+  tslab_bin_t* bin = s->bin;
+  uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
+  bin->stack[n] = (tslab_stacked_t){(uint8_t*)p, s, &s->bits[2 * (idx >> 6)], 1ull << (idx & 63)};
+  tslab_slab_used_add(s, -1);
+  atomic_store_explicit(&bin->stack_len, n + 1, memory_order_relaxed);
+  tslab_bump_release(&bin->taken, 1);
+}
+
 /* Both steps of a local free, for the paths that are not the fast one. */
 static int free_local_slot(tslab_run_t* s, uint32_t idx, void* p) {
   int done = free_local_bits(s, idx, p);
-  return done == FREE_ELSEWHERE ? free_local_elsewhere(s, idx, p) : done;
+  if (done != FREE_TO_STACK) return done;
+  free_local_push(s, idx, p);
+  return FREE_SET_ASIDE;
 }
 
 /* Whether a run a local free left needs its cache to settle it: it emptied
@@ -404,11 +397,12 @@ static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache
   return true;
 }
 
-/* A local free that free_local_bits left to free_local_elsewhere, and the
- * rest of it: out of line, and the end of its busy window. */
-static __attribute__((noinline)) bool free_local_other(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
-                                                       uint32_t idx, void* p) {
-  if (free_local_rare(s, free_local_elsewhere(s, idx, p))) free_local_rest(a, tc, s, idx);
+/* A local free that free_local_bits left to free_local_push, and the rest
+ * of it: out of line, and the end of its busy window. */
+static __attribute__((noinline)) bool free_local_to_stack(tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx,
+                                                          void* p) {
+  free_local_push(s, idx, p);
+  if (s->has_gens) tslab_slab_bump_gen(s, idx); /* a stacked slot never settles its slab */
   tslab_busy_exit(tc);
   return true;
 }
@@ -511,7 +505,7 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
       if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx, p)) != FREE_REJECTED)) {
-        if (done == FREE_ELSEWHERE) return free_local_other(a, tc, s, idx, p);
+        if (done == FREE_TO_STACK) return free_local_to_stack(tc, s, idx, p);
         if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
         tslab_busy_exit(tc);
         return true;

@@ -290,11 +290,11 @@ typedef struct tslab_bin {
    * only, like `mask`. */
   uint8_t* hot;
   uint64_t hot_bit;
-  tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
+  _Atomic uint32_t stack_len; /* on this line: an allocation that finds no hot slot reads it */
   /* Counters of this (slot, class) for the slot's era: the owner writes
    * them, the closer when it folds the bin. */
   _Atomic uint64_t frees;
-  _Atomic uint32_t stack_len;
+  tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   tslab_stacked_t stack[TSLAB_STACK_MAX]; /* owner only, below stack_len */
   /* Cold. */
   _Atomic uint64_t taken;     /* slots set aside (by refills and frees), less those dropped unused */
@@ -314,6 +314,8 @@ typedef struct tslab_bin {
    * are their values when the bin started counting for the slot's era. */
   uint64_t base_allocs, base_frees, base_xfrees, base_slow;
 } __attribute__((aligned(128))) tslab_bin_t;
+_Static_assert(offsetof(tslab_bin_t, frees) + sizeof(uint64_t) <= 64,
+               "what the allocation and free fast paths read of a bin is on its first line");
 
 /* Per ring slot state of a thread cache: the bump state of the slot's era
  * (3.4) and which bins count for it. */
