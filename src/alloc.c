@@ -399,10 +399,10 @@ static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache
 
 /* A local free that free_local_bits left to free_local_push, and the rest
  * of it: out of line, and the end of its busy window. */
-static __attribute__((noinline)) bool free_local_to_stack(tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx,
-                                                          void* p) {
+static __attribute__((noinline)) bool free_local_to_stack(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
+                                                          uint32_t idx, void* p) {
   free_local_push(s, idx, p);
-  if (s->has_gens) tslab_slab_bump_gen(s, idx); /* a stacked slot never settles its slab */
+  free_local_rest(a, tc, s, idx); /* a parked slab may reach the mark (3.2) */
   tslab_busy_exit(tc);
   return true;
 }
@@ -505,7 +505,7 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
       if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx, p)) != FREE_REJECTED)) {
-        if (done == FREE_TO_STACK) return free_local_to_stack(tc, s, idx, p);
+        if (done == FREE_TO_STACK) return free_local_to_stack(a, tc, s, idx, p);
         if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
         tslab_busy_exit(tc);
         return true;

@@ -523,15 +523,6 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
       if (tslab_slab_used(s) < set) REPORT("bumping block %p: used %u below %u live", (void*)s->start, tslab_slab_used(s), set);
     } else {
       uint32_t aside = s->list == TSLAB_LIST_CUR ? tslab_popcount(atomic_load(&s->bin->mask)) : 0;
-      for (uint32_t i = 0, n = block ? 0 : atomic_load(&s->bin->stack_len); i < n; i++) {
-        const tslab_stacked_t* e = &s->bin->stack[i];
-        if (e->run != s) continue;
-        if (atomic_load(e->word) & e->bit) REPORT("slab %p has a stacked slot allocated", (void*)s->start);
-        if (e->p != s->start + (size_t)((e->word - s->bits) / 2 * 64 + (uint32_t)__builtin_ctzll(e->bit)) * s->obj_size)
-          REPORT("slab %p has a stack entry whose address is not its slot", (void*)s->start);
-        if (s->list == TSLAB_LIST_CUR && e->word == s->bin->word && (atomic_load(&s->bin->mask) & e->bit))
-          REPORT("slab %p has a slot both stacked and in the mask", (void*)s->start);
-      }
       if (set + aside != tslab_slab_used(s))
         REPORT("attached run %p: used %u but %u slots allocated, %u set aside", (void*)s->start, tslab_slab_used(s),
                set, aside);

@@ -1056,7 +1056,7 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
     fork_repair_bump(&tc->slots[slot]);
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
-      if (tc->forked_busy) atomic_store(&bin->stack_len, 0); /* F3: `used` is repaired from the bits */
+      if (tc->forked_busy && atomic_load(&bin->stack_len)) bin_drop_stack(bin); /* F3; `used` is repaired from the bits */
       relink(&bin->ready, TSLAB_LIST_READY);
       relink(&bin->parked, TSLAB_LIST_PARKED);
       tslab_run_t* cur = bin->cur;
@@ -1184,6 +1184,43 @@ static size_t check_list(tslab_tcache_t* tc, tslab_run_t* s, uint8_t which, uint
 /* Every bin's runs are owned by its cache and belong to its era and class;
  * every owned run is in exactly one list; reserves hold drained blocks. The
  * world is stopped. */
+/* A bin's free stack (section 3, F1-F3): at most TSLAB_STACK_MAX entries,
+ * each a distinct free slot of an attached slab of this bin, its era and
+ * class, that is current or still holds a slot (F2), and not in the mask. */
+static size_t check_stack(tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era, uint32_t c, char* report,
+                          size_t cap) {
+  size_t bad = 0;
+  uint32_t n = atomic_load(&bin->stack_len);
+  if (n > TSLAB_STACK_MAX) {
+    REPORT("bin of class %u has %u stacked slots", c, n);
+    return bad;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const tslab_stacked_t* e = &bin->stack[i];
+    tslab_run_t* s = e->run;
+    if (atomic_load(&s->kind) != TSLAB_RUN_SLAB || atomic_load(&s->mode) != TSLAB_ATTACHED ||
+        atomic_load(&s->owner) != tc || atomic_load(&s->era) != era || s->cls != c || s->bin != bin ||
+        (s->list != TSLAB_LIST_CUR && s->list != TSLAB_LIST_READY && s->list != TSLAB_LIST_PARKED)) {
+      REPORT("bin of class %u stacks a slot of a run it does not hold", c);
+      continue;
+    }
+    uint32_t w = (uint32_t)((e->word - s->bits) / 2);
+    if (w >= s->words || (e->word - s->bits) % 2 || e->bit == 0 || (e->bit & (e->bit - 1)) ||
+        e->p != s->start + (size_t)(w * 64 + (uint32_t)__builtin_ctzll(e->bit)) * s->obj_size) {
+      REPORT("bin of class %u has a stack entry that names no slot", c);
+      continue;
+    }
+    if (atomic_load(e->word) & e->bit) REPORT("bin of class %u stacks an allocated slot", c);
+    if (s->list != TSLAB_LIST_CUR && tslab_slab_used(s) == 0)
+      REPORT("bin of class %u stacks a slot of an empty slab that is not current (F2)", c);
+    if (bin->cur == s && e->word == bin->word && (atomic_load(&bin->mask) & e->bit))
+      REPORT("bin of class %u has a slot both stacked and in the mask (F1)", c);
+    for (uint32_t j = 0; j < i; j++)
+      if (bin->stack[j].p == e->p) REPORT("bin of class %u stacks a slot twice", c);
+  }
+  return bad;
+}
+
 TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
   size_t bad = 0;
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
@@ -1199,6 +1236,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       bad += n;
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
+        bad += check_stack(tc, bin, era, c, bad ? NULL : report, cap);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);

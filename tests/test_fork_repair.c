@@ -411,6 +411,60 @@ static void test_span_recount(void) {
   teardown();
 }
 
+/* ---- 8: stacked slots in a bin the held thread is not changing ---- */
+
+enum { BIG = 128, BIG_SLAB = 128 /* slots of a 128 B slab */ };
+static void* bigs[BIG_SLAB + 1];
+
+/* The held thread: fill a 64 B slab and one more, free three of the first
+ * (parked: they go on the bin's free stack), then allocate 128 B objects,
+ * held when their first slab is parked. */
+static void* owner_stacks(void* arg) {
+  (void)arg;
+  if (fill(0, SLAB + 1)) {
+    for (int i = 10; i < 13; i++) {
+      if (!tslab_free(inst, objs[i])) goto fail;
+      objs[i] = NULL;
+    }
+    hold_me = true;
+    for (int i = 0; i < BIG_SLAB + 1; i++)
+      if (!(bigs[i] = tslab_alloc(inst, BIG, era))) goto fail;
+    if (atomic_load(&hold_stage) != 0) return NULL;
+  }
+fail:
+  atomic_store(&hold_stage, -1);
+  return NULL;
+}
+
+/* Child: the stacks of the held thread's cache were emptied, and the
+ * counts agree with the objects handed out, in the 64 B bin too. */
+static int stacked_child(void) {
+  if (!fork_child_consistent(inst)) return 1;
+  uint64_t live = handed_out();
+  for (int i = 0; i < BIG_SLAB + 1; i++) live += bigs[i] != NULL;
+  int bad = era_counts(live);
+  if (bad) return bad;
+  for (int i = 0; i < BIG_SLAB + 1; i++)
+    if (bigs[i] && !tslab_free(inst, bigs[i])) return 2;
+  for (int i = 0; i < OBJS; i++)
+    if (objs[i] && !tslab_free(inst, objs[i])) return 3;
+  if (!fork_child_consistent(inst)) return 4;
+  return era_counts(0);
+}
+
+static void test_stacked_held(void) {
+  setup(TSLAB_HOOK_SLAB_PARKED, false);
+  memset(bigs, 0, sizeof bigs);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, owner_stacks, NULL) == 0);
+  wait_held();
+  fork_and_check("stacked slots, owner held in another bin", stacked_child);
+  pthread_join(t, NULL);
+  for (int i = 0; i < BIG_SLAB + 1; i++)
+    if (bigs[i]) CHECK(tslab_free(inst, bigs[i]));
+  teardown();
+}
+
 int main(int argc, char** argv) {
   int which = argc > 1 ? atoi(argv[1]) : 0;
   if (!which || which == 1) {
@@ -430,5 +484,6 @@ int main(int argc, char** argv) {
   }
   if (!which || which == 6) test_span_recount();
   if (!which || which == 7) test_reserve_taken();
+  if (!which || which == 8) test_stacked_held();
   TEST_DONE();
 }

@@ -85,7 +85,10 @@
  *     free-all, contract line 8).
  *
  * Not modelled: notification (ARMED/QUEUED), several runs per bin or cache,
- * set-aside masks and cache-hot reuse, the block's bias and `block_remote`
+ * set-aside masks, cache-hot reuse and the bins' free stacks (owner-only
+ * state that names slots free in the bitmaps; the closer empties it before
+ * it detaches the runs, with the owner out of its windows, as it drops the
+ * masks: docs/ARCHITECTURE.md section 3, F3), the block's bias and `block_remote`
  * counter, free-all of runs detached by an earlier close, spans, the cacheless freers' counter (it plays the busy
  * word's part with read-modify-writes, which are fences), `inflight` of era
  * slots (it guards counters at advance), registration by a non-owner free's
