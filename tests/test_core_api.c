@@ -538,6 +538,37 @@ static void test_own_block_frees(void) {
  * between two words, and exact counts throughout. A refill path that keeps
  * state about the slab's words (tried: docs/BENCHMARKS.md) must reset it
  * when a flush retires the slab, or this test crashes. */
+/* An instance of class slabs only (no blocks) with a ring of SLAB_RING
+ * epoch slots, so that a few advances bring an era's ring slot round. */
+enum { SLAB_RING = 4 };
+static tslab_t* make_slabs_ring(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 30;
+  c.max_alloc_size = c.reserve_bytes / 4;
+  c.epoch_ring_size = SLAB_RING;
+  c.block_budget = 0;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
+/* The next era to take closed era r's ring slot (and so its bins), the
+ * eras opened on the way closed. */
+static tslab_epoch_t next_in_slot(tslab_t* a, tslab_epoch_t r) {
+  tslab_epoch_t r3 = 0;
+  for (int i = 0; i < 2 * SLAB_RING && r3 == 0; i++) {
+    tslab_epoch_t x = tslab_epoch_advance(a);
+    REQUIRE(x != 0);
+    if (x % SLAB_RING == r % SLAB_RING)
+      r3 = x;
+    else
+      CHECK_EQ_U(tslab_epoch_close(a, x), TSLAB_OK);
+  }
+  REQUIRE(r3 != 0);
+  return r3;
+}
+
 /* A slot freed while its bitmap word is set aside is the next one handed
  * out (the bin's hot slot), by plain allocation and with a handle, and the
  * bitmap stays exact around it: the second free of a freed slot fails, and
@@ -546,15 +577,7 @@ static void test_own_block_frees(void) {
  * its ring slot (and so its bins) next, while the slot's slab is kept for a
  * live object. */
 static void test_hot_slot(void) {
-  tslab_config_t c;
-  tslab_config_init(&c);
-  c.reserve_bytes = (size_t)1 << 30;
-  c.max_alloc_size = c.reserve_bytes / 4;
-  enum { RING = 4 };
-  c.epoch_ring_size = RING;
-  c.block_budget = 0; /* class slabs only */
-  tslab_t* a = tslab_create(&c);
-  REQUIRE(a != NULL);
+  tslab_t* a = make_slabs_ring();
   tslab_epoch_t e = tslab_epoch_current(a);
   tslab_stats_class_t st0, st;
   class_for(a, 128, &st0);
@@ -595,16 +618,7 @@ static void test_hot_slot(void) {
   REQUIRE(keep != NULL && gone != NULL);
   CHECK(tslab_free(a, gone));
   CHECK_EQ_U(tslab_epoch_close(a, r), TSLAB_OK);
-  tslab_epoch_t r3 = 0;
-  for (int i = 0; i < 8 && r3 == 0; i++) {
-    tslab_epoch_t x = tslab_epoch_advance(a);
-    REQUIRE(x != 0);
-    if (x % RING == r % RING)
-      r3 = x;
-    else
-      CHECK_EQ_U(tslab_epoch_close(a, x), TSLAB_OK);
-  }
-  REQUIRE(r3 != 0);
+  tslab_epoch_t r3 = next_in_slot(a, r);
   char* next = tslab_alloc(a, 128, r3);
   REQUIRE(next != NULL);
   CHECK(next != gone);
@@ -629,15 +643,7 @@ static bool in_range(const void* p, const void* lo, size_t bytes) {
 }
 
 static void test_free_stack(void) {
-  tslab_config_t c;
-  tslab_config_init(&c);
-  c.reserve_bytes = (size_t)1 << 30;
-  c.max_alloc_size = c.reserve_bytes / 4;
-  enum { RING = 4 };
-  c.epoch_ring_size = RING;
-  c.block_budget = 0; /* class slabs only */
-  tslab_t* a = tslab_create(&c);
-  REQUIRE(a != NULL);
+  tslab_t* a = make_slabs_ring();
   tslab_epoch_t e = tslab_epoch_current(a);
   tslab_stats_class_t st0, st;
   class_for(a, 128, &st0);
@@ -723,16 +729,7 @@ static void test_free_stack(void) {
   for (int i = 0; i < CAP + 1; i++) REQUIRE((q[i] = tslab_alloc(a, 128, r)) != NULL);
   CHECK(tslab_free(a, q[3])); /* its slab is parked: stacked */
   CHECK_EQ_U(tslab_epoch_close(a, r), TSLAB_OK);
-  tslab_epoch_t r3 = 0;
-  for (int i = 0; i < 8 && r3 == 0; i++) {
-    tslab_epoch_t next = tslab_epoch_advance(a);
-    REQUIRE(next != 0);
-    if (next % RING == r % RING)
-      r3 = next;
-    else
-      CHECK_EQ_U(tslab_epoch_close(a, next), TSLAB_OK);
-  }
-  REQUIRE(r3 != 0);
+  tslab_epoch_t r3 = next_in_slot(a, r);
   char* fresh = tslab_alloc(a, 128, r3);
   REQUIRE(fresh != NULL);
   CHECK(fresh != q[3]);
