@@ -279,8 +279,6 @@ typedef struct tslab_bin {
   _Atomic uint64_t mask;
   uint8_t* base;              /* address of the first slot of that word */
   _Atomic uint64_t* word;     /* the alloc bitmap word */
-  uint32_t size;              /* object size of the class */
-  uint32_t cls;
   /* The slot a local free put back into the mask last and its bit,
    * meaningful while the mask holds that bit: handing the slot out or
    * trimming the mask takes the bit away, and a new mask (another word)
@@ -290,14 +288,19 @@ typedef struct tslab_bin {
    * only, like `mask`. */
   uint8_t* hot;
   uint64_t hot_bit;
+  uint32_t size;              /* object size of the class */
   _Atomic uint32_t stack_len; /* on this line: an allocation that finds no hot slot reads it */
   /* Counters of this (slot, class) for the slot's era: the owner writes
-   * them, the closer when it folds the bin. */
+   * them, the closer when it folds the bin. Both on this line: a local free
+   * adds to one of them (`taken` for a slot set aside again, on the stack
+   * or in the mask; `frees` for one of a parked slab), and a counter on a
+   * line of its own cost every free of a mixed-size program a cache miss. */
   _Atomic uint64_t frees;
+  _Atomic uint64_t taken;     /* slots set aside (by refills and frees), less those dropped unused */
   tslab_run_t* cur;           /* owner writes (relaxed atomic); statistics read */
   tslab_stacked_t stack[TSLAB_STACK_MAX]; /* owner only, below stack_len */
   /* Cold. */
-  _Atomic uint64_t taken;     /* slots set aside (by refills and frees), less those dropped unused */
+  uint32_t cls;
   _Atomic uint64_t refilled;  /* the refills' part of `taken` */
   /* Odd while the owner changes `cur` or the ready list, or moves pending
    * frees into `frees`, so that a reader never pairs one's old value with
@@ -314,7 +317,7 @@ typedef struct tslab_bin {
    * are their values when the bin started counting for the slot's era. */
   uint64_t base_allocs, base_frees, base_xfrees, base_slow;
 } __attribute__((aligned(128))) tslab_bin_t;
-_Static_assert(offsetof(tslab_bin_t, frees) + sizeof(uint64_t) <= 64,
+_Static_assert(offsetof(tslab_bin_t, taken) + sizeof(uint64_t) <= 64 && offsetof(tslab_bin_t, frees) < 64,
                "what the allocation and free fast paths read of a bin is on its first line");
 
 /* Per ring slot state of a thread cache: the bump state of the slot's era
