@@ -8,7 +8,7 @@
 # build the drop-in, and its tests skip with a message.
 set(DROPIN_TESTS test_dropin_malloc test_dropin_scope test_dropin_fork test_dropin_threads
   test_dropin_dlopen test_dropin_cxx test_dropin_malloc_linked test_dropin_malloc_static
-  test_dropin_scope_static test_dropin_options)
+  test_dropin_scope_static test_dropin_options test_dropin_namesakes test_dropin_namesakes_linked)
 
 if(NOT TARGET tslab_malloc)
   foreach(name ${DROPIN_TESTS})
@@ -56,6 +56,13 @@ add_library(dropin_plugin MODULE ${DROPIN_DIR}/dropin_plugin.c)
 tslab_add_dropin_test(test_dropin_dlopen ${DROPIN_DIR}/test_dropin_dlopen.c
   ARGS $<TARGET_FILE:dropin_plugin>)
 add_dependencies(test_dropin_dlopen dropin_plugin)
+
+# A library of the program's with functions named like the seed's API.
+add_library(dropin_namesakes SHARED ${DROPIN_DIR}/dropin_namesakes.c)
+tslab_add_dropin_test(test_dropin_namesakes ${DROPIN_DIR}/test_dropin_namesakes.c)
+tslab_add_dropin_test(test_dropin_namesakes_linked ${DROPIN_DIR}/test_dropin_namesakes.c LINK shared)
+target_link_libraries(test_dropin_namesakes PRIVATE dropin_namesakes)
+target_link_libraries(test_dropin_namesakes_linked PRIVATE dropin_namesakes)
 
 # The TSLAB_* variables, by their effect on a program run under the drop-in.
 find_package(Python3 COMPONENTS Interpreter)
