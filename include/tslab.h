@@ -302,6 +302,10 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h);
  * since the last tslab_clear_error()). Successful calls do not reset it. */
 TSLAB_API int tslab_last_error(void);
 TSLAB_API void tslab_clear_error(void);
+/* Set this thread's last error to `status`: for layers built on this API
+ * (the seed's compatibility functions, a program's own wrapper) that report
+ * their failures through tslab_last_error(). */
+TSLAB_API void tslab_set_error(int status);
 
 /* A static, human-readable description of a status code. */
 TSLAB_API const char* tslab_strerror(int status);

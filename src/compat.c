@@ -6,14 +6,21 @@
  * 1..16, one per slot, and every later era comes from tslab_epoch_advance()
  * on this private instance, which opens current + 1. Hence the eras of the
  * ring are always current - 15 .. current and the newest era of slot s is
- * current - ((current - s) mod 16): no slot table to keep in sync. */
+ * current - ((current - s) mod 16): no slot table to keep in sync.
+ *
+ * Only libtslab has these functions (the drop-in leaves them out, see
+ * src/malloc/exports.map), and they use nothing but exported functions, the
+ * error setter included: in a program linked with libtslab and run with
+ * libtslab-malloc preloaded, the exported names bind to the drop-in's copy
+ * of the core, and an error recorded here in libtslab's own copy would be
+ * one tslab_last_error() never reads. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "epoch_domain.h"
-#include "internal.h"
 #include "slab_alloc.h"
 #include "slab_stats.h"
+#include "tslab.h"
 
 struct SlabAllocator {
   tslab_t* t;

@@ -3,7 +3,7 @@
 
 static __thread int last_error;
 
-TSLAB_INTERNAL void tslab_set_error(int status) { last_error = status; }
+TSLAB_API void tslab_set_error(int status) { last_error = status; }
 
 TSLAB_INTERNAL int tslab_fail(int status) {
   if (status != TSLAB_OK) last_error = status;

@@ -632,7 +632,6 @@ static inline void tslab_era_count_released(tslab_t* a, uint64_t era, size_t byt
 /* ------------------------------------------------------------------------- */
 
 /* errors.c */
-TSLAB_INTERNAL void tslab_set_error(int status);
 /* Record status as the thread's last error unless it is TSLAB_OK; return it. */
 TSLAB_INTERNAL int tslab_fail(int status);
 

@@ -8,7 +8,8 @@
 # build the drop-in, and its tests skip with a message.
 set(DROPIN_TESTS test_dropin_malloc test_dropin_scope test_dropin_fork test_dropin_threads
   test_dropin_dlopen test_dropin_cxx test_dropin_malloc_linked test_dropin_malloc_static
-  test_dropin_scope_static test_dropin_options test_dropin_namesakes test_dropin_namesakes_linked)
+  test_dropin_scope_static test_dropin_options test_dropin_namesakes test_dropin_namesakes_linked
+  test_dropin_namesakes_static test_dropin_compat test_dropin_compat_domain)
 
 if(NOT TARGET tslab_malloc)
   foreach(name ${DROPIN_TESTS})
@@ -61,8 +62,22 @@ add_dependencies(test_dropin_dlopen dropin_plugin)
 add_library(dropin_namesakes SHARED ${DROPIN_DIR}/dropin_namesakes.c)
 tslab_add_dropin_test(test_dropin_namesakes ${DROPIN_DIR}/test_dropin_namesakes.c)
 tslab_add_dropin_test(test_dropin_namesakes_linked ${DROPIN_DIR}/test_dropin_namesakes.c LINK shared)
-target_link_libraries(test_dropin_namesakes PRIVATE dropin_namesakes)
-target_link_libraries(test_dropin_namesakes_linked PRIVATE dropin_namesakes)
+tslab_add_dropin_test(test_dropin_namesakes_static ${DROPIN_DIR}/test_dropin_namesakes.c LINK static)
+foreach(t test_dropin_namesakes test_dropin_namesakes_linked test_dropin_namesakes_static)
+  target_link_libraries(${t} PRIVATE dropin_namesakes)
+endforeach()
+
+# The seed's compatibility API from libtslab, with the drop-in preloaded: its
+# calls reach the drop-in's copy of the core, and the errors it reports too.
+foreach(t compat compat_domain)
+  add_executable(test_dropin_${t} ${CMAKE_CURRENT_SOURCE_DIR}/test_${t}.c)
+  target_include_directories(test_dropin_${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(test_dropin_${t} PRIVATE _GNU_SOURCE)
+  target_link_libraries(test_dropin_${t} PRIVATE tslab Threads::Threads)
+  add_test(NAME test_dropin_${t} COMMAND test_dropin_${t})
+  set_tests_properties(test_dropin_${t} PROPERTIES TIMEOUT 120 LABELS dropin
+    ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:tslab_malloc>")
+endforeach()
 
 # The TSLAB_* variables, by their effect on a program run under the drop-in.
 find_package(Python3 COMPONENTS Interpreter)
