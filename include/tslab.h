@@ -299,7 +299,8 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h);
 /* ------------------------------------------------------------------------- */
 
 /* This thread's reason for its last failed call (TSLAB_OK if none failed
- * since the last tslab_clear_error()). Successful calls do not reset it. */
+ * since the last tslab_clear_error(), or since tslab_set_error(TSLAB_OK)).
+ * Successful calls do not reset it. */
 TSLAB_API int tslab_last_error(void);
 TSLAB_API void tslab_clear_error(void);
 /* Set this thread's last error to `status`: for layers built on this API

@@ -5,8 +5,12 @@ static __thread int last_error;
 
 TSLAB_API void tslab_set_error(int status) { last_error = status; }
 
+/* Through the exported setter, as every write of the error: in a process
+ * with two copies of the core (libtslab, and the drop-in preloaded or linked
+ * statically), the error must land in the copy whose tslab_last_error() the
+ * program's calls bind to, not in the one whose code failed. */
 TSLAB_INTERNAL int tslab_fail(int status) {
-  if (status != TSLAB_OK) last_error = status;
+  if (status != TSLAB_OK) tslab_set_error(status);
   return status;
 }
 

@@ -9,7 +9,8 @@
 set(DROPIN_TESTS test_dropin_malloc test_dropin_scope test_dropin_fork test_dropin_threads
   test_dropin_dlopen test_dropin_cxx test_dropin_malloc_linked test_dropin_malloc_static
   test_dropin_scope_static test_dropin_options test_dropin_namesakes test_dropin_namesakes_linked
-  test_dropin_namesakes_static test_dropin_compat test_dropin_compat_domain)
+  test_dropin_namesakes_static test_dropin_compat test_dropin_compat_domain test_dropin_compat_static
+  test_dropin_compat_domain_static)
 
 if(NOT TARGET tslab_malloc)
   foreach(name ${DROPIN_TESTS})
@@ -67,16 +68,28 @@ foreach(t test_dropin_namesakes test_dropin_namesakes_linked test_dropin_namesak
   target_link_libraries(${t} PRIVATE dropin_namesakes)
 endforeach()
 
-# The seed's compatibility API from libtslab, with the drop-in preloaded: its
-# calls reach the drop-in's copy of the core, and the errors it reports too.
+# The seed's compatibility API from libtslab with a second copy of the core
+# in the process: the drop-in preloaded, or linked statically before libtslab
+# (which then takes only the objects the program names, the error functions
+# among them). The errors the compatibility functions report must reach the
+# program whichever copy failed.
 foreach(t compat compat_domain)
-  add_executable(test_dropin_${t} ${CMAKE_CURRENT_SOURCE_DIR}/test_${t}.c)
-  target_include_directories(test_dropin_${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_compile_definitions(test_dropin_${t} PRIVATE _GNU_SOURCE)
-  target_link_libraries(test_dropin_${t} PRIVATE tslab Threads::Threads)
-  add_test(NAME test_dropin_${t} COMMAND test_dropin_${t})
-  set_tests_properties(test_dropin_${t} PROPERTIES TIMEOUT 120 LABELS dropin
-    ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:tslab_malloc>")
+  foreach(v "" _static)
+    set(name test_dropin_${t}${v})
+    add_executable(${name} ${CMAKE_CURRENT_SOURCE_DIR}/test_${t}.c)
+    target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+    if(v)
+      target_link_libraries(${name} PRIVATE tslab_malloc_static tslab Threads::Threads)
+    else()
+      target_link_libraries(${name} PRIVATE tslab Threads::Threads)
+    endif()
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS dropin)
+    if(NOT v)
+      set_tests_properties(${name} PROPERTIES ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:tslab_malloc>")
+    endif()
+  endforeach()
 endforeach()
 
 # The TSLAB_* variables, by their effect on a program run under the drop-in.
