@@ -173,6 +173,14 @@ static void test_bad_input(void) {
   CHECK(tslab_alloc(NULL, 10, e) == NULL);
   CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_ARGUMENT);
   CHECK(strcmp(tslab_strerror(TSLAB_ERR_EPOCH_STALE), tslab_strerror(TSLAB_ERR_EPOCH_CLOSED)) != 0);
+  /* A layer's own failure, recorded through the setter; a success does not reset it. */
+  tslab_set_error(TSLAB_ERR_LIMIT);
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_LIMIT);
+  void* ok = tslab_alloc(a, 10, e);
+  CHECK(ok != NULL && tslab_free(a, ok));
+  CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_LIMIT);
+  tslab_clear_error();
+  CHECK_EQ_U(tslab_last_error(), TSLAB_OK);
 
   /* Frees of things that are not live allocations. */
   char* p = tslab_alloc(a, 100, e);
