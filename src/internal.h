@@ -49,7 +49,8 @@
 #define TSLAB_POPULATE_RUN_MAX ((size_t)256 << 10)
 #define TSLAB_RESERVE_ALIGN ((size_t)2 << 20)
 #define TSLAB_SMALL_MAX 32768u
-#define TSLAB_CLASSES 80u            /* 8..64 step 8, then 8 per power of two to 32 KiB */
+#define TSLAB_CLASSES 87u            /* size_class.c: 8..64 step 8, then 8 per power of two to 32 KiB,
+                                      * and one just above each power from 256 B to 16 KiB */
 #define TSLAB_SLAB_MAX_GRANULES 16u
 #define TSLAB_MAX_SLOTS 2048u        /* objects per slab, at most */
 #define TSLAB_RING_MAX 256u
@@ -106,19 +107,15 @@ static inline uint32_t tslab_popcount(uint64_t x) {
 #endif
 }
 
-/* Class of a request of 1..TSLAB_SMALL_MAX bytes. With s = size - 1 and
- * 2^k <= s < 2^(k+1), s >> (k - 3) is 8 plus the three bits below the top
- * one, which pick one of the power's eight classes; the powers from 2^6 on
- * start at class 8 (k - 5). Taking k from s | 64 makes sizes up to 64 the
- * power 2^6's lower half, where s >> 3 steps by 8 bytes from class 0. One
- * formula for every size: a table for small sizes and this for the rest
- * cost a branch that a program of mixed sizes mispredicted on every other
- * allocation (docs/BENCHMARKS.md). */
+/* Class of a request of 1..TSLAB_SMALL_MAX bytes: one table entry per 8
+ * bytes (4 KiB in all; src/size_class.c), so that the lookup is an add, a
+ * shift and a load, with no branch (docs/ARCHITECTURE.md section 2). */
+#define TSLAB_CLASS_INDEX_ENTRIES (TSLAB_SMALL_MAX / 8u + 1u)
+TSLAB_INTERNAL extern uint8_t tslab_class_index[TSLAB_CLASS_INDEX_ENTRIES];
+
 static inline uint32_t tslab_class_of(size_t size) {
-  TSLAB_ASSERT(size >= 1 && size <= TSLAB_SMALL_MAX); /* 0 would give class 471 */
-  size_t s = size - 1;
-  uint32_t k = 63u ^ (uint32_t)__builtin_clzll(s | 64); /* 63 - clz: bsr */
-  return 8u * (k - 6u) + (uint32_t)(s >> (k - 3u));
+  TSLAB_ASSERT(size >= 1 && size <= TSLAB_SMALL_MAX);
+  return tslab_class_index[(size + 7) >> 3];
 }
 
 /* ------------------------------------------------------------------------- */

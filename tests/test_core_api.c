@@ -47,28 +47,49 @@ static void test_sizes(void) {
   tslab_destroy(a);
 }
 
-/* Every size up to the largest class gets the smallest class that holds it:
- * the usable size (the class size, in the first epoch, which has no blocks)
- * changes exactly where a size exceeds the class below, and steps by 8 up
- * to 64 bytes, and above by an eighth of the power of two at most. */
+/* Every size up to the largest class gets the smallest class that holds it
+ * (the usable size: the class size, in the first epoch, which has no
+ * blocks). The classes step by 8 up to 64 bytes and above by an eighth of
+ * the power of two at most, with one class a sixteenth above each power of
+ * two from 256 B to 16 KiB, so that a power plus a small header (1,032
+ * bytes: 1,088) wastes under 6.25%. */
 static void test_class_boundaries(void) {
   tslab_t* a = make((size_t)1 << 30);
   tslab_epoch_t e = tslab_epoch_current(a);
-  size_t prev = 0;
+  uint32_t n = tslab_class_count(a);
+  size_t classes[128];
+  REQUIRE(n <= 128);
+  for (uint32_t c = 0; c < n; c++) {
+    tslab_stats_class_t cs;
+    REQUIRE(tslab_stats_class(a, c, &cs) == TSLAB_OK);
+    classes[c] = cs.object_size;
+    CHECK(c == 0 || classes[c] > classes[c - 1]);
+    size_t power = classes[c] <= 64 ? 8 : (size_t)1 << (63 - __builtin_clzll(classes[c] - 1));
+    CHECK(classes[c] <= 64 ? classes[c] % 8 == 0 : (classes[c] - power) % (power / 16) == 0);
+  }
+  CHECK_EQ_U(classes[n - 1], tslab_small_max());
+  for (size_t power = 256; power <= 16384; power *= 2) {
+    size_t want = power + power / 16;
+    bool found = false;
+    for (uint32_t c = 0; c < n; c++) found |= classes[c] == want;
+    CHECK(found);
+  }
+  uint32_t c = 0;
   for (size_t size = 1; size <= tslab_small_max(); size++) {
+    while (classes[c] < size) c++;
     void* p = tslab_alloc(a, size, e);
     REQUIRE(p != NULL);
     size_t us = tslab_usable_size(a, p);
-    if (us < size || (prev >= size && us != prev) || (prev < size && size <= 64 && us != (size + 7) / 8 * 8) ||
-        (size > 64 && us - size >= us / 8)) {
-      fprintf(stderr, "size %zu: usable %zu after %zu\n", size, us, prev);
+    if (us != classes[c] || (size > 64 && us - size >= us / 8)) {
+      fprintf(stderr, "size %zu: usable %zu, class %zu\n", size, us, classes[c]);
       CHECK(false);
       break;
     }
-    prev = us;
     CHECK(tslab_free(a, p));
   }
-  CHECK_EQ_U(prev, tslab_small_max());
+  void* p = tslab_alloc(a, 1032, e);
+  CHECK_EQ_U(tslab_usable_size(a, p), 1088);
+  CHECK(tslab_free(a, p));
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }
