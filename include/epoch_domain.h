@@ -1,5 +1,7 @@
 /* temporal-slab: the seed-compatible epoch domain API.
  *
+ * Link with -ltslab-compat -ltslab (slab_alloc.h says more).
+ *
  * Scopes bound to an epoch slot, as in the seed, built on the native domains
  * of tslab.h (see there for the exact rules). Beyond the seed:
  *

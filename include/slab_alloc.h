@@ -3,6 +3,9 @@
  * Programs written against the first temporal-slab release compile against
  * this header unchanged and keep its documented behaviour. Every function is
  * a thin wrapper over the native API in tslab.h, which new code should use.
+ * The wrappers are in libtslab-compat: link with -ltslab-compat -ltslab
+ * (pkg-config tslab-compat; CMake tslab::tslab_compat), for this header,
+ * epoch_domain.h and slab_stats.h alike.
  *
  * Epoch IDs are ring slots 0..15, as in the seed. Each slot names the newest
  * era (see tslab.h) opened in it; all 16 slots accept allocations from

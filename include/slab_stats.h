@@ -1,5 +1,7 @@
 /* temporal-slab: the seed-compatible statistics snapshots.
  *
+ * Link with -ltslab-compat -ltslab (slab_alloc.h says more).
+ *
  * The seed's three snapshot levels (global, per size class, per epoch) with
  * its field names, filled from the native snapshots of tslab.h, which carry
  * more (per-era history, labels, leak signals, JSON and Prometheus output).

@@ -68,16 +68,15 @@ foreach(t test_dropin_namesakes test_dropin_namesakes_linked test_dropin_namesak
   target_link_libraries(${t} PRIVATE dropin_namesakes)
 endforeach()
 
-# The seed's compatibility API from libtslab with a second copy of the core
-# in the process: the drop-in preloaded, or linked statically before libtslab
-# (which then takes only the objects the program names, the error functions
-# among them). The errors the compatibility functions report must reach the
-# program whichever copy failed.
+# The seed's compatibility API (libtslab-compat, over the shared libtslab)
+# with a second copy of the core in the process: the drop-in preloaded, or
+# linked statically first. The errors the compatibility functions report
+# must reach the program whichever copy failed.
 foreach(t compat compat_domain)
   tslab_add_dropin_test(test_dropin_${t} ${CMAKE_CURRENT_SOURCE_DIR}/test_${t}.c)
   tslab_add_dropin_test(test_dropin_${t}_static ${CMAKE_CURRENT_SOURCE_DIR}/test_${t}.c LINK static)
-  target_link_libraries(test_dropin_${t} PRIVATE tslab)
-  target_link_libraries(test_dropin_${t}_static PRIVATE tslab)
+  target_link_libraries(test_dropin_${t} PRIVATE tslab_compat)
+  target_link_libraries(test_dropin_${t}_static PRIVATE tslab_compat)
 endforeach()
 
 # The TSLAB_* variables, by their effect on a program run under the drop-in.
