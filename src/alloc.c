@@ -114,10 +114,17 @@ static uint32_t class_for(size_t size, size_t align) {
 }
 
 /* In the owner's window with era e ACTIVE and claimed: a block object (while
- * the era has block budget), else a slot of its class. */
+ * the era has block budget), else a slot of its class. A slot with no block
+ * and no budget for one (the process epoch's, an era past its budget) skips
+ * the block's refill, which could only fail: every class refill of a
+ * long-lived epoch went through it (50 instructions). */
 static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t e, int* status) {
-  void* p = align <= 16 ? tslab_bump_refill(a, tc, e, size, align, status) : NULL;
-  if (p || *status != TSLAB_OK) return p;
+  const tslab_slot_cache_t* sc = &tc->slots[e & a->ring_mask];
+  void* p;
+  if (align <= 16 && (sc->blk != NULL || (size <= TSLAB_BLOCK_OBJ_MAX && sc->budget >= TSLAB_BLOCK_BYTES))) {
+    p = tslab_bump_refill(a, tc, e, size, align, status);
+    if (p || *status != TSLAB_OK) return p;
+  }
   uint32_t cls = class_for(size, align);
   tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
   p = bin_take(bin);
