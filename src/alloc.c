@@ -63,7 +63,7 @@ static bool make_handle(tslab_t* a, void* p, tslab_handle_t* h) {
 /* Hand out one slot from the bin's set-aside word `m` (owner, busy window,
  * m != 0): the one freed last while set aside (`hot`, while the mask still
  * holds its bit), else the lowest. The slot was counted when it was set
- * aside (src/tcache.c, bin_put_mask). */
+ * aside (src/tcache.c, bin_put_masks). */
 static inline __attribute__((always_inline)) void* bin_pop_mask(tslab_bin_t* bin, uint64_t m) {
   uint64_t bit = bin->hot_bit;
   uint8_t* p;
@@ -80,11 +80,28 @@ static inline __attribute__((always_inline)) void* bin_pop_mask(tslab_bin_t* bin
   return p;
 }
 
+/* The mask and the stack are empty: the next set-aside word becomes the
+ * mask, and its lowest slot is handed out; NULL when there is none. Its
+ * slots were counted when a refill set them aside, so no count changes.
+ * Stores in the order the statistics and the fork child's repair rely on:
+ * the mask (of a new word, so with no hot slot) before `next_mask` is
+ * cleared (section 3, "The next word"). */
+static inline __attribute__((always_inline)) void* bin_promote(tslab_bin_t* bin) {
+  uint64_t m = atomic_load_explicit(&bin->next_mask, memory_order_relaxed);
+  if (m == 0) return NULL;
+  bin->hot_bit = 0;
+  bin->base = bin->next_base;
+  bin->word = bin->next_word;
+  atomic_store_explicit(&bin->mask, m, memory_order_release);
+  atomic_store_explicit(&bin->next_mask, 0, memory_order_release);
+  return bin_pop_mask(bin, m);
+}
+
 /* Hand out a set-aside slot of the bin (owner, busy window): the hot slot,
  * else the top of the free stack, the slot freed last outside the mask's
  * word (section 3, F1), which joins its slab's `used` again, else the
- * lowest of the mask; NULL when there is none. Each was counted in `taken`
- * when set aside. */
+ * lowest of the mask, else the lowest of the next word; NULL when there is
+ * none. Each was counted in `taken` when set aside. */
 static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin) {
   uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
   if (m & bin->hot_bit) return bin_pop_mask(bin, m);
@@ -97,7 +114,7 @@ static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin) {
                           memory_order_relaxed);
     return e->p;
   }
-  return m != 0 ? bin_pop_mask(bin, m) : NULL;
+  return m != 0 ? bin_pop_mask(bin, m) : bin_promote(bin);
 }
 
 /* Smallest class that can hold size bytes at the given alignment, or

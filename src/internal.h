@@ -270,7 +270,7 @@ typedef struct tslab_bin {
    * back, from any slab of the bin (section 3, F1-F3). Set-aside slots,
    * the mask's and the stack's, count as taken (`taken`) from the moment
    * they are set aside, so allocating needs no counter: allocations = taken
-   * - popcount(mask) - stack_len. A free onto the stack or back into the
+   * - popcount(mask) - popcount(next_mask) - stack_len. A free onto the stack or back into the
    * mask counts once, in `taken`: such frees = taken - refilled. Owner
    * writes, relaxed; statistics read them. */
   _Atomic uint64_t mask;
@@ -298,6 +298,15 @@ typedef struct tslab_bin {
   tslab_stacked_t stack[TSLAB_STACK_MAX]; /* owner only, below stack_len */
   /* Cold. */
   uint32_t cls;
+  /* The next set-aside word (section 3): the free slots of a second word of
+   * the current slab that a refill set aside with the first, counted like
+   * the mask's, the address of its first slot and its alloc word. An
+   * allocation that finds the mask and the stack empty makes it the mask
+   * instead of refilling. Owner only, like `mask`; statistics read
+   * `next_mask` before `mask`, which a promotion writes first. */
+  _Atomic uint64_t next_mask;
+  uint8_t* next_base;
+  _Atomic uint64_t* next_word;
   _Atomic uint64_t refilled;  /* the refills' part of `taken` */
   /* Odd while the owner changes `cur` or the ready list, or moves pending
    * frees into `frees`, so that a reader never pairs one's old value with

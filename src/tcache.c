@@ -178,13 +178,19 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
   write_end(&bin->seq);
 }
 
+/* Slots the bin has set aside in its mask and its next word. */
+static uint32_t bin_aside(const tslab_bin_t* bin) {
+  return tslab_popcount(atomic_load_explicit(&bin->mask, memory_order_relaxed)) +
+         tslab_popcount(atomic_load_explicit(&bin->next_mask, memory_order_relaxed));
+}
+
 /* In a write section of the bin, by its owner or the closer as above:
- * replace the set-aside slots of the current slab by `mask`, with no hot
- * slot. Set-aside slots count in the slab's `used` and the bin's `taken`, so
- * the allocation fast path needs neither. */
-static void bin_put_mask(tslab_bin_t* bin, uint64_t mask) {
-  uint64_t old = atomic_load_explicit(&bin->mask, memory_order_relaxed);
-  int64_t delta = (int64_t)tslab_popcount(mask) - (int64_t)tslab_popcount(old);
+ * replace the set-aside slots of the current slab by `mask` and `next` (the
+ * caller has set their words, or they are 0), with no hot slot. Set-aside
+ * slots count in the slab's `used` and the bin's `taken`, so the allocation
+ * fast path needs neither. */
+static void bin_put_masks(tslab_bin_t* bin, uint64_t mask, uint64_t next) {
+  int64_t delta = (int64_t)(tslab_popcount(mask) + tslab_popcount(next)) - (int64_t)bin_aside(bin);
   if (bin->cur) {
     run_fold(&bin->frees, bin->cur); /* bounds the pending count of a slab that stays current */
     tslab_slab_used_add(bin->cur, delta);
@@ -192,22 +198,25 @@ static void bin_put_mask(tslab_bin_t* bin, uint64_t mask) {
   tslab_bump(&bin->taken, (uint64_t)delta);
   tslab_bump(&bin->refilled, (uint64_t)delta);
   atomic_store_explicit(&bin->mask, mask, memory_order_release);
+  atomic_store_explicit(&bin->next_mask, next, memory_order_release);
   bin->hot_bit = 0;
   /* A dropped mask keeps no word: a refill that drops it may take none
    * (a full ready slab, then no memory for a new one), and a free into the
    * old word must not feed the mask of whatever slab is current next. */
   if (!mask) bin->word = NULL;
+  if (!next) bin->next_word = NULL;
 }
 
-static void bin_set_mask(tslab_bin_t* bin, uint64_t mask) {
+/* Drop the bin's set-aside words (their slots stay free in the bitmap). */
+static void bin_drop_masks(tslab_bin_t* bin) {
   write_begin(&bin->seq);
-  bin_put_mask(bin, mask);
+  bin_put_masks(bin, 0, 0);
   write_end(&bin->seq);
 }
 
 /* In a write section of the bin: k slots left its free stack unused; like
  * a dropped mask, they leave `taken` and `refilled` both, so neither the
- * allocations (taken - mask - stack) nor the frees (taken - refilled) a
+ * allocations (taken - masks - stack) nor the frees (taken - refilled) a
  * reader computes change. Stacked slots are free in their slabs' bitmaps
  * and `used` already. */
 static void bin_unstacked(tslab_bin_t* bin, uint32_t k) {
@@ -279,18 +288,22 @@ static bool bin_try_read(tslab_bin_t* bin, bool walk, uint64_t* allocs, uint64_t
   tslab_run_t* cur = LINK_LOAD(bin->cur);
   if (cur) f += tslab_slab_pending(cur);
   if (walk && !walk_pending(LINK_LOAD(bin->ready), &bin->seq, seq, &f)) return false;
-  /* Frees first, then `taken`, then the mask and stack: every free read has its
+  /* Frees first, then `taken`, then the masks and stack: every free read has its
    * allocation counted (section 9), and a slot a free put back into the mask
    * or stack is never counted twice (the free writes them before `taken`). Such a
    * free counts as a free from the same read of `taken` that counts its
-   * allocation; `refilled` changes only in a write section. */
+   * allocation; `refilled` changes only in a write section. The next word
+   * before the mask: a promotion (outside a write section) writes the mask
+   * first, so a reader counts its slots once, or twice (an undercount, which
+   * the readers' high-water mark hides), never not at all. */
   uint64_t taken = atomic_load_explicit(&bin->taken, memory_order_acquire);
+  uint64_t next = atomic_load_explicit(&bin->next_mask, memory_order_acquire);
   uint64_t mask = atomic_load_explicit(&bin->mask, memory_order_acquire);
   uint32_t stacked = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
   uint64_t refilled = atomic_load_explicit(&bin->refilled, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   if (atomic_load_explicit(&bin->seq, memory_order_relaxed) != seq) return false;
-  *allocs = taken - (uint64_t)tslab_popcount(mask) - stacked;
+  *allocs = taken - (uint64_t)tslab_popcount(mask) - (uint64_t)tslab_popcount(next) - stacked;
   *frees = f + (taken - refilled);
   return true;
 }
@@ -621,7 +634,7 @@ static bool drain_notifications(tslab_t* a, tslab_tcache_t* tc) {
 
 /* Owner: the next bitmap word of slab s with free slots, scanning round
  * from where the last one was taken; false when s is full. */
-static bool next_word(tslab_run_t* s, uint32_t* word, uint64_t* avail) {
+static bool find_free_word(tslab_run_t* s, uint32_t* word, uint64_t* avail) {
   for (uint32_t i = 0, w = s->hint; i < s->words; i++, w = w + 1 == s->words ? 0 : w + 1) {
     uint64_t free_slots = ~atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed);
     if (free_slots) {
@@ -634,25 +647,38 @@ static bool next_word(tslab_run_t* s, uint32_t* word, uint64_t* avail) {
   return false;
 }
 
-/* In a write section of the bin: set aside the free slots `avail` of word w
- * of the current slab. The slots stay free in the bitmap until handed out,
- * so dropping a mask only gives back their count. */
-static void bin_put_word(tslab_bin_t* bin, uint32_t w, uint64_t avail) {
+/* Owner, in a write section of the bin: set aside the free slots of the
+ * next word of the current slab that has some (the mask), and of the one
+ * after it (the next word) when there is another; false when the slab is
+ * full. The slots stay free in the bitmap until handed out, so dropping a
+ * mask only gives back their count. Two words at once: a run of
+ * allocations refills once per 128 slots, so fewer than 1% of them take
+ * the refill path (section 3, "The next word"). */
+static bool bin_put_words(tslab_bin_t* bin) {
   tslab_run_t* s = bin->cur;
+  uint32_t w, w2;
+  uint64_t avail, next;
+  if (!find_free_word(s, &w, &avail)) {
+    bin_put_masks(bin, 0, 0);
+    return false;
+  }
+  if (!find_free_word(s, &w2, &next) || w2 == w) next = 0;
   bin->base = s->start + (size_t)w * 64 * s->obj_size;
   bin->word = &s->bits[2 * w];
-  bin_put_mask(bin, avail);
+  if (next) {
+    bin->next_base = s->start + (size_t)w2 * 64 * s->obj_size;
+    bin->next_word = &s->bits[2 * w2];
+  }
+  bin_put_masks(bin, avail, next);
+  return true;
 }
 
-/* Owner: set aside the next word of the current slab that has free slots. */
+/* Owner: set aside the next words of the current slab that have free slots. */
 static bool take_word(tslab_bin_t* bin) {
-  uint32_t w;
-  uint64_t avail;
-  if (!next_word(bin->cur, &w, &avail)) return false;
   write_begin(&bin->seq);
-  bin_put_word(bin, w, avail);
+  bool ok = bin_put_words(bin);
   write_end(&bin->seq);
-  return true;
+  return ok;
 }
 
 /* Owner, the bin's mask empty: make s current (taken off list `from`, or a
@@ -680,16 +706,10 @@ static bool switch_current(tslab_bin_t* bin, tslab_run_t* s, tslab_run_t** from)
   }
   write_end(&bin->seq);
   if (old) tslab_hook_point(TSLAB_HOOK_SLAB_PARKED);
-  uint32_t w;
-  uint64_t avail;
-  bool ok = next_word(s, &w, &avail);
   write_begin(&bin->seq);
   s->list = TSLAB_LIST_CUR;
   LINK_STORE(bin->cur, s);
-  if (ok)
-    bin_put_word(bin, w, avail);
-  else
-    bin_put_mask(bin, 0);
+  bool ok = bin_put_words(bin);
   write_end(&bin->seq);
   return ok;
 }
@@ -788,7 +808,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
       uint32_t c = word * 64 + (uint32_t)__builtin_ctzll(m);
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       bin_drop_stack(bin);
-      bin_set_mask(bin, 0);
+      bin_drop_masks(bin);
       tslab_run_t* cur = bin->cur;
       bin_set_cur(bin, NULL);
       write_begin(&bin->seq);
@@ -982,7 +1002,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
               s = next;
             }
           }
-          bin_set_mask(bin, 0);
+          bin_drop_masks(bin);
           tslab_run_t* cur = bin->cur;
           if (cur) {
             tslab_slab_collect(a, cur);
@@ -1057,6 +1077,13 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       if (tc->forked_busy && atomic_load(&bin->stack_len)) bin_drop_stack(bin); /* F3; `used` is repaired from the bits */
+      if (tc->forked_busy && bin->next_word && bin->next_word == bin->word) {
+        /* A promotion cut short (alloc.c, bin_promote): the next word was
+         * made the mask's, in part or whole; its slots were counted once. */
+        atomic_store(&bin->mask, atomic_load(&bin->mask) | atomic_load(&bin->next_mask));
+        atomic_store(&bin->next_mask, 0);
+        bin->next_word = NULL;
+      }
       relink(&bin->ready, TSLAB_LIST_READY);
       relink(&bin->parked, TSLAB_LIST_PARKED);
       tslab_run_t* cur = bin->cur;
@@ -1065,7 +1092,8 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
           tslab_fork_listed(cur, TSLAB_LIST_PARKED, bin->parked)) {
         bin->cur = NULL;
         atomic_store(&bin->mask, 0);
-        bin->word = NULL;
+        atomic_store(&bin->next_mask, 0);
+        bin->word = bin->next_word = NULL;
       } else {
         cur->list = TSLAB_LIST_CUR;
       }
@@ -1215,6 +1243,8 @@ static size_t check_stack(tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era, ui
       REPORT("bin of class %u stacks a slot of an empty slab that is not current (F2)", c);
     if (bin->cur == s && e->word == bin->word && (atomic_load(&bin->mask) & e->bit))
       REPORT("bin of class %u has a slot both stacked and in the mask (F1)", c);
+    if (bin->cur == s && e->word == bin->next_word && (atomic_load(&bin->next_mask) & e->bit))
+      REPORT("bin of class %u has a slot both stacked and in the next word (F1)", c);
     for (uint32_t j = 0; j < i; j++)
       if (bin->stack[j].p == e->p) REPORT("bin of class %u stacks a slot twice", c);
   }

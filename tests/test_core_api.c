@@ -849,6 +849,82 @@ static void test_word_refill(void) {
   tslab_destroy(a);
 }
 
+/* The next word (section 3): a refill sets aside two bitmap words of the
+ * current slab, and an allocation that empties the first takes the second
+ * without refilling. Its slots are free until handed out (a free of one is
+ * refused), counted once, handed out lowest first with no stale hot slot,
+ * and dropped with the mask when a close detaches the slab. */
+static void test_next_word(void) {
+  tslab_t* a = make_slabs_ring();
+  tslab_epoch_t e = tslab_epoch_current(a);
+  tslab_stats_class_t st0, st;
+  class_for(a, 128, &st0);
+  REQUIRE(st0.objects_per_slab == 128); /* two words */
+  static char* p[66];
+  p[0] = tslab_alloc(a, 128, e);
+  REQUIRE(p[0] != NULL);
+  char* second = p[0] + 64 * 128; /* the first slot of the next word */
+  CHECK_EQ_U(tslab_usable_size(a, second), 0);
+  uint64_t inv0 = invalid_frees(a);
+  CHECK(!tslab_free(a, second));
+  CHECK_EQ_U(invalid_frees(a) - inv0, 1);
+  for (int i = 1; i < 64; i++) {
+    p[i] = tslab_alloc(a, 128, e);
+    REQUIRE(p[i] != NULL);
+    CHECK(p[i] < second);
+  }
+  /* The mask empty, the next word whole: counts exact, the check clean. */
+  class_for(a, 128, &st);
+  CHECK_EQ_U(st.allocations_total - st0.allocations_total, 64);
+  CHECK_EQ_U(st.live_objects - st0.live_objects, 64);
+  CHECK_CONSISTENT(a);
+  /* A hot slot of the first word, handed out again: its bit stays recorded
+   * while the mask is empty, and must not pick the slot of the same bit in
+   * the next word's mask as if it were the hot one. */
+  CHECK(tslab_free(a, p[5]));
+  CHECK(tslab_alloc(a, 128, e) == p[5]);
+  p[64] = tslab_alloc(a, 128, e);
+  CHECK(p[64] == second);
+  p[65] = tslab_alloc(a, 128, e);
+  CHECK(p[65] == second + 128);
+  /* The promoted word feeds the hot slot as the first did. */
+  CHECK(tslab_free(a, p[65]));
+  CHECK(!tslab_free(a, p[65]));
+  CHECK(tslab_alloc(a, 128, e) == p[65]);
+  for (int i = 0; i < 66; i++) memset(p[i], i, 128);
+  for (int i = 0; i < 66; i++) CHECK((unsigned char)p[i][127] == (unsigned char)i);
+  class_for(a, 128, &st);
+  CHECK_EQ_U(st.allocations_total - st0.allocations_total, 68);
+  CHECK_EQ_U(st.frees_total - st0.frees_total, 2);
+  CHECK_EQ_U(st.live_objects - st0.live_objects, 66);
+  CHECK_CONSISTENT(a);
+  for (int i = 0; i < 66; i++) CHECK(tslab_free(a, p[i]));
+  class_for(a, 128, &st);
+  CHECK_EQ_U(st.live_objects, st0.live_objects);
+
+  /* A close detaches a slab whose next word is set aside: the era that
+   * takes the ring slot next starts slabs of its own, and the old one keeps
+   * its live object. */
+  tslab_epoch_t r = tslab_epoch_advance(a);
+  char* kept = tslab_alloc(a, 128, r);
+  REQUIRE(kept != NULL);
+  memset(kept, 7, 128);
+  REQUIRE(tslab_epoch_close(a, r) == TSLAB_OK);
+  tslab_epoch_t r2 = next_in_slot(a, r);
+  uintptr_t old_slab = (uintptr_t)kept & ~(uintptr_t)((16 << 10) - 1); /* a one-granule slab */
+  for (int i = 0; i < 66; i++) {
+    p[i] = tslab_alloc(a, 128, r2);
+    REQUIRE(p[i] != NULL);
+    CHECK((uintptr_t)p[i] - old_slab >= (16 << 10));
+  }
+  CHECK(kept[127] == 7);
+  CHECK_CONSISTENT(a);
+  for (int i = 0; i < 66; i++) CHECK(tslab_free(a, p[i]));
+  CHECK(tslab_free(a, kept));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_sizes();
   test_class_boundaries();
@@ -856,6 +932,7 @@ int main(void) {
   test_handle_free_settles();
   test_own_block_frees();
   test_word_refill();
+  test_next_word();
   test_hot_slot();
   test_free_stack();
   test_calloc_realloc_aligned();

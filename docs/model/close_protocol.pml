@@ -85,7 +85,7 @@
  *     free-all, contract line 8).
  *
  * Not modelled: notification (ARMED/QUEUED), several runs per bin or cache,
- * set-aside masks, cache-hot reuse and the bins' free stacks (owner-only
+ * set-aside masks and next words, cache-hot reuse and the bins' free stacks (owner-only
  * state that names slots free in the bitmaps; the closer empties it before
  * it detaches the runs, with the owner out of its windows, as it drops the
  * masks: docs/ARCHITECTURE.md section 3, F3), the block's bias and `block_remote`
