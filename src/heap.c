@@ -559,12 +559,15 @@ static tslab_run_t* take_top(tslab_t* a, const tslab_tcache_t* self, size_t n, s
 static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   tslab_heap_t* h = &a->heap;
   if (hi <= h->populated) return 0;
-  if (hi - lo > TSLAB_POPULATE_RUN_MAX || hi <= TSLAB_POPULATE_RUN_MAX) {
-    /* Faulted in by the program as it touches it: a large span (it may
-     * never touch most of it; calloc relies on its pages reading zero), and
-     * the range's first TSLAB_POPULATE_RUN_MAX bytes (a small program's
-     * first slabs would be resident whole: a 4 KiB stdio buffer in a 128 KiB
-     * slab). */
+  if (hi - lo > TSLAB_POPULATE_STEP || hi <= TSLAB_POPULATE_LAZY_PREFIX) {
+    /* Faulted in by the program as it touches it: a run longer than a batch
+     * (a large span may never be touched in most of it, and calloc relies
+     * on its pages reading zero; a slab of 128 or 256 KiB, of a class above
+     * 2 KiB, may hold one object for long: glibc's thread test,
+     * whose sizes spread over every class, held 1.3 MiB more when they were
+     * faulted in whole), and the range's first TSLAB_POPULATE_LAZY_PREFIX
+     * bytes (a small program's first slabs would be resident whole: a 4 KiB
+     * stdio buffer in a 128 KiB slab). */
     h->populated = hi;
     return 0;
   }
@@ -573,7 +576,7 @@ static size_t populate_claim(tslab_t* a, size_t lo, size_t hi, size_t* from) {
   size_t to = (hi + step - 1) & ~(step - 1);
   if (to > h->committed) to = h->committed;
   /* A run that crosses the lazy prefix is faulted in from its end only. */
-  *from = h->populated > TSLAB_POPULATE_RUN_MAX ? h->populated : TSLAB_POPULATE_RUN_MAX;
+  *from = h->populated > TSLAB_POPULATE_LAZY_PREFIX ? h->populated : TSLAB_POPULATE_LAZY_PREFIX;
   h->populated = to;
   return to - *from;
 }

@@ -43,10 +43,11 @@
 #define TSLAB_GRANULE_SHIFT 14
 #define TSLAB_GRANULE ((size_t)1 << TSLAB_GRANULE_SHIFT) /* 16 KiB */
 #define TSLAB_COMMIT_STEP ((size_t)4 << 20)
-/* Fault-ahead batches (src/heap.c, populate_claim): the largest batch, and
- * the largest run faulted in ahead at all. */
+/* Fault-ahead batches (src/heap.c, populate_claim): the largest batch, which
+ * is also the longest run faulted in ahead, and the range's first bytes,
+ * never faulted in ahead. */
 #define TSLAB_POPULATE_STEP ((size_t)64 << 10)
-#define TSLAB_POPULATE_RUN_MAX ((size_t)256 << 10)
+#define TSLAB_POPULATE_LAZY_PREFIX ((size_t)256 << 10)
 #define TSLAB_RESERVE_ALIGN ((size_t)2 << 20)
 #define TSLAB_SMALL_MAX 32768u
 #define TSLAB_CLASSES 87u            /* size_class.c: 8..64 step 8, then 8 per power of two to 32 KiB,

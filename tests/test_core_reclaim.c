@@ -520,6 +520,15 @@ static void test_small_heap_lazy(void) {
   CHECK(((uintptr_t)q & (16384 - 1)) == 0);
   memset(q, 2, BIG);
   CHECK(resident_pages(&q, 1, BIG_SLAB) * page <= BIG + page + ((size_t)64 << 10));
+  /* Past the mark, a slab longer than a fault-ahead batch (the 17 KiB
+   * class: 16 granules) is faulted in only as it is touched. */
+  enum { HUGE = 17000, HUGE_SLAB = 16 * 16384 };
+  void* r = tslab_alloc(a, HUGE, tslab_epoch_current(a));
+  REQUIRE(r != NULL);
+  CHECK((uintptr_t)r - (uintptr_t)p >= BIG_SLAB);
+  memset(r, 3, HUGE);
+  CHECK(resident_pages(&r, 1, HUGE_SLAB) * page <= HUGE + page);
+  CHECK(tslab_free(a, r));
   CHECK(tslab_free(a, q));
   CHECK(tslab_free(a, p));
   tslab_destroy(a);
