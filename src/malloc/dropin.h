@@ -62,8 +62,6 @@ DROPIN_HIDDEN extern tslab_t* _Atomic dropin_heap_ptr;
 static inline tslab_t* dropin_heap(void) {
   return atomic_load_explicit(&dropin_heap_ptr, memory_order_relaxed);
 }
-/* Create the instance once (concurrent callers wait); false when it could
- * not be created. Call with the guard raised. */
 /* Create the instance once (concurrent callers wait) and publish it once
  * the core is initialised; false until then, or when it could not be
  * created (dropin_process_failed). Call with the guard raised. */
