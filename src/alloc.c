@@ -85,14 +85,17 @@ static inline __attribute__((always_inline)) void* bin_pop_mask(tslab_bin_t* bin
  * slots were counted when a refill set them aside, so no count changes.
  * Stores in the order the statistics and the fork child's repair rely on:
  * the mask (of a new word, so with no hot slot) before `next_mask` is
- * cleared (section 3, "The next word"). */
-static inline __attribute__((always_inline)) void* bin_promote(tslab_bin_t* bin) {
+ * cleared (section 3, "The next word"). The general path's copy has a test
+ * hook between the two (`hooked`, a constant): the fast path's would cost
+ * it a call, and with it a stack frame on every allocation. */
+static inline __attribute__((always_inline)) void* bin_promote(tslab_bin_t* bin, bool hooked) {
   uint64_t m = atomic_load_explicit(&bin->next_mask, memory_order_relaxed);
   if (m == 0) return NULL;
   bin->hot_bit = 0;
   bin->base = bin->next_base;
   bin->word = bin->next_word;
   atomic_store_explicit(&bin->mask, m, memory_order_release);
+  if (hooked) tslab_hook_point(TSLAB_HOOK_PROMOTED);
   atomic_store_explicit(&bin->next_mask, 0, memory_order_release);
   return bin_pop_mask(bin, m);
 }
@@ -101,8 +104,8 @@ static inline __attribute__((always_inline)) void* bin_promote(tslab_bin_t* bin)
  * else the top of the free stack, the slot freed last outside the mask's
  * word (section 3, F1), which joins its slab's `used` again, else the
  * lowest of the mask, else the lowest of the next word; NULL when there is
- * none. Each was counted in `taken` when set aside. */
-static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin) {
+ * none. Each was counted in `taken` when set aside. `hooked`: bin_promote. */
+static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin, bool hooked) {
   uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
   if (m & bin->hot_bit) return bin_pop_mask(bin, m);
   uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
@@ -114,7 +117,7 @@ static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin) {
                           memory_order_relaxed);
     return e->p;
   }
-  return m != 0 ? bin_pop_mask(bin, m) : bin_promote(bin);
+  return m != 0 ? bin_pop_mask(bin, m) : bin_promote(bin, hooked);
 }
 
 /* Smallest class that can hold size bytes at the given alignment, or
@@ -144,8 +147,8 @@ static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t ali
   }
   uint32_t cls = class_for(size, align);
   tslab_bin_t* bin = tslab_bin(a, tc, e, cls);
-  p = bin_take(bin);
-  if (p == NULL && tslab_bin_refill(a, tc, bin, e)) p = bin_take(bin);
+  p = bin_take(bin, true);
+  if (p == NULL && tslab_bin_refill(a, tc, bin, e)) p = bin_take(bin, true);
   if (p == NULL) *status = TSLAB_ERR_OUT_OF_MEMORY;
   return p;
 }
@@ -219,7 +222,7 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
         /* One register for the bin: left to itself the compiler derives its
          * fields from two differently offset bases. */
         __asm__("" : "+r"(bin));
-        void* p = bin_take(bin);
+        void* p = bin_take(bin, false);
         if (likely(p != NULL)) {
           tslab_busy_exit(tc);
           return p;
@@ -274,7 +277,7 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
       tslab_run_t* s = n == 0 || (m & bin->hot_bit) ? bin->cur : bin->stack[n - 1].run;
       _Atomic uint16_t* g = s ? atomic_load_explicit(&s->gens, memory_order_relaxed) : NULL;
       if ((m != 0 || n != 0) && g != NULL) {
-        void* p = bin_take(bin);
+        void* p = bin_take(bin, false);
         uint32_t idx = tslab_slab_index(s, p);
         *out = handle_pack(a, atomic_load_explicit(&g[idx], memory_order_relaxed), s->start, idx);
         tslab_busy_exit(tc);

@@ -8,11 +8,12 @@
  * ring are always current - 15 .. current and the newest era of slot s is
  * current - ((current - s) mod 16): no slot table to keep in sync.
  *
- * Only libtslab has these functions (the drop-in leaves them out, see
+ * These functions are a library of their own, libtslab-compat, over
+ * libtslab (which, like the drop-in, exports only tslab_ names: see
  * src/malloc/exports.map), and they use nothing but exported functions, the
- * error setter included: in a program linked with libtslab and run with
- * libtslab-malloc preloaded, the exported names bind to the drop-in's copy
- * of the core, and an error recorded here in libtslab's own copy would be
+ * error setter included: in a program linked with libtslab-compat and run
+ * with libtslab-malloc preloaded, the exported names bind to the drop-in's
+ * copy of the core, and an error recorded in libtslab's own copy would be
  * one tslab_last_error() never reads. */
 #include <stdlib.h>
 #include <string.h>

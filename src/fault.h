@@ -42,7 +42,8 @@ enum tslab_hook_id {
   TSLAB_HOOK_ADVANCE_CLAIMED = 11, /* an advance has claimed its slot (new era EMPTY), the old era's counts remain */
   TSLAB_HOOK_EPOCHS_LISTED = 12,   /* tslab_stats_epochs has listed the slots holding eras, not yet read them */
   TSLAB_HOOK_REMOTE_ATTACHED = 13, /* a non-owner free found its run ATTACHED, has not set its remote bit */
-  TSLAB_HOOK_REMOTE_SET = 14       /* that free has set its remote bit, has not read the mode again */
+  TSLAB_HOOK_REMOTE_SET = 14,      /* that free has set its remote bit, has not read the mode again */
+  TSLAB_HOOK_PROMOTED = 15         /* the general path's promotion has written the mask, not cleared next_mask */
 };
 void tslab_hook_set(void (*hook)(int point));
 

@@ -681,8 +681,9 @@ static bool take_word(tslab_bin_t* bin) {
   return ok;
 }
 
-/* Owner, the bin's mask empty: make s current (taken off list `from`, or a
- * new slab with `from` NULL) and set aside its first word with free slots.
+/* Owner, the bin's masks empty: make s current (taken off list `from`, or a
+ * new slab with `from` NULL) and set aside its first two words with free
+ * slots (bin_put_words).
  * The old current slab is parked, armed for notification, or goes to the
  * ready list when arming finds remote frees. A working set freed at random
  * swaps slabs every few allocations (mixed sizes: a fifth of them), so this
@@ -715,8 +716,9 @@ static bool switch_current(tslab_bin_t* bin, tslab_run_t* s, tslab_run_t** from)
 }
 
 /* Allocation slow path, in the busy window with `era` ACTIVE and claimed,
- * and the bin's mask empty: the next word of the current slab, then its
- * remote frees, then notified slabs, then ready slabs, then a new slab. */
+ * and the bin's masks empty: the current slab's further words with free
+ * slots, then its remote frees, then notified slabs, then ready slabs, then
+ * a new slab. */
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
@@ -1251,6 +1253,30 @@ static size_t check_stack(tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era, ui
   return bad;
 }
 
+/* A bin's set-aside words (section 3): none without a current slab; each
+ * a word of the current slab's alloc bitmap, two different words, and
+ * every slot they hold free in it. */
+static bool mask_fits(const tslab_bin_t* bin, _Atomic uint64_t* word, const uint8_t* base, uint64_t mask) {
+  const tslab_run_t* s = bin->cur;
+  ptrdiff_t i = word - s->bits;
+  return i >= 0 && i % 2 == 0 && (uint32_t)(i / 2) < s->words &&
+         base == s->start + (size_t)(i / 2) * 64 * s->obj_size && !(atomic_load(word) & mask);
+}
+
+static size_t check_masks(const tslab_bin_t* bin, uint32_t c, char* report, size_t cap) {
+  size_t bad = 0;
+  uint64_t mask = atomic_load(&bin->mask), next = atomic_load(&bin->next_mask);
+  if (!bin->cur) {
+    if (mask || next) REPORT("bin of class %u sets slots aside with no current slab", c);
+    return bad;
+  }
+  if (mask && !mask_fits(bin, bin->word, bin->base, mask))
+    REPORT("bin of class %u sets aside slots of its mask that are not free slots of its slab", c);
+  if (next && (bin->next_word == bin->word || !mask_fits(bin, bin->next_word, bin->next_base, next)))
+    REPORT("bin of class %u sets aside next-word slots that are not other free slots of its slab", c);
+  return bad;
+}
+
 TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
   size_t bad = 0;
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
@@ -1267,6 +1293,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
         tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
         bad += check_stack(tc, bin, era, c, bad ? NULL : report, cap);
+        bad += check_masks(bin, c, bad ? NULL : report, cap);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
         if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);

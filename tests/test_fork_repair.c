@@ -19,6 +19,10 @@
  *     spans.
  *  7. An owner that took a drained block from its hot reserve, before it
  *     formats it again: no reserve holds the block.
+ *  8. An owner held in another bin while its bins hold stacked slots.
+ *  9. An owner part way through promoting its bin's next word to the mask
+ *     (the mask written, `next_mask` not yet cleared): the child counts
+ *     those slots once and hands each out once.
  *
  * In every case the child passes tslab_check, its epoch statistics agree
  * with the objects handed out, and memory still live is never handed out
@@ -465,6 +469,38 @@ static void test_stacked_held(void) {
   teardown();
 }
 
+/* ---- 9: a promotion of the next word cut short ---- */
+
+/* The held thread allocates through the general path (an aligned
+ * allocation), whose promotion has the hook: the 65th allocation of a
+ * fresh 64 B slab promotes its second word. */
+static void* owner_promotes(void* arg) {
+  (void)arg;
+  hold_me = true;
+  for (int i = 0; i < SLAB; i++)
+    if (!(objs[i] = tslab_aligned_alloc(inst, 16, SIZE, era))) break;
+  if (atomic_load(&hold_stage) == 0) atomic_store(&hold_stage, -1);
+  return NULL;
+}
+
+static int promoted_child(void) {
+  if (!fork_child_consistent(inst)) return 1;
+  int bad = era_counts(handed_out());
+  if (bad) return bad;
+  return owner_held_child();
+}
+
+static void test_promotion_held(void) {
+  setup(TSLAB_HOOK_PROMOTED, false);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, owner_promotes, NULL) == 0);
+  wait_held();
+  REQUIRE(handed_out() == 64);
+  fork_and_check("owner held in a promotion", promoted_child);
+  pthread_join(t, NULL);
+  teardown();
+}
+
 int main(int argc, char** argv) {
   int which = argc > 1 ? atoi(argv[1]) : 0;
   if (!which || which == 1) {
@@ -485,5 +521,6 @@ int main(int argc, char** argv) {
   if (!which || which == 6) test_span_recount();
   if (!which || which == 7) test_reserve_taken();
   if (!which || which == 8) test_stacked_held();
+  if (!which || which == 9) test_promotion_held();
   TEST_DONE();
 }

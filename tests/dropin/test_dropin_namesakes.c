@@ -2,8 +2,8 @@
  * compatibility API (dropin_namesakes.c) calls them with the drop-in
  * preloaded or linked first: each call must reach the program's library,
  * not the core's function of the same name, which the drop-in does not
- * export (src/malloc/exports.map; the core's compatibility names are
- * libtslab.so's). */
+ * export (src/malloc/exports.map; the compatibility names are
+ * libtslab-compat's). */
 #include "test_util.h"
 #include "dropin_sym.h"
 

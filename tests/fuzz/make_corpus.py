@@ -9,6 +9,7 @@ python3 tests/fuzz/make_corpus.py
 """
 import os
 import random
+import re
 import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -28,6 +29,9 @@ RING_SHIFT = [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5, 0, 6]
 BUDGETS = [1 << 20, 0, 16 << 10, 64 << 10, 20 << 10, 32 << 10, 48 << 10, 256 << 10]
 THREAD_RESERVES = [256 << 10, 0, 16 << 10, 40 << 10]
 POOLS = [1 << 20, 0, 64 << 10, 16 << 10]
+# The size classes' count, from the core (src/internal.h).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "internal.h")) as f:
+    CLASSES = int(re.search(r"#define TSLAB_CLASSES (\d+)u", f.read()).group(1))
 ON_CLOSE, EAGER, NEXT_SLOT, POOLED = 0, 1, 2, 4
 
 
@@ -116,7 +120,7 @@ def seeds():
     # every size kind: tiny, class boundaries, block objects, 4 KiB and one
     # more, class-slab sizes, 32 KiB and one more, spans, huge
     body = b""
-    for cls in range(0, 80, 3):
+    for cls in list(range(0, CLASSES, 3)) + [CLASSES - 1]:
         body += alloc(size(2 - cls % 2, cls))
     body += alloc(size(0, 0)) + alloc(size(0, 5, 1)) + alloc(size(6)) + alloc(size(6, 0, 1))
     body += alloc(size(7, 9000)) + alloc(size(8)) + alloc(size(8, 0, 1)) + alloc(size(9, 70000))
