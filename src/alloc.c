@@ -141,7 +141,7 @@ static uint32_t class_for(size_t size, size_t align) {
 static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t e, int* status) {
   const tslab_slot_cache_t* sc = &tc->slots[e & a->ring_mask];
   void* p;
-  if (align <= 16 && (sc->blk != NULL || (size <= TSLAB_BLOCK_OBJ_MAX && sc->budget >= TSLAB_BLOCK_BYTES))) {
+  if (align <= 16 && (sc->blk != NULL || tslab_slot_block_room(sc, size))) {
     p = tslab_bump_refill(a, tc, e, size, align, status);
     if (p || *status != TSLAB_OK) return p;
   }

@@ -327,6 +327,14 @@ typedef struct tslab_bin {
 _Static_assert(offsetof(tslab_bin_t, taken) + sizeof(uint64_t) <= 64, /* the last of them */
                "what the allocation and free fast paths read of a bin is on its first line");
 
+/* Slots the bin has set aside in its mask and its next word (the current
+ * slab's `used` counts them). Statistics that must not miss a promotion read
+ * the two words in their own order (tcache.c, bin_try_read). */
+static inline uint32_t tslab_bin_aside(tslab_bin_t* bin) {
+  return tslab_popcount(atomic_load_explicit(&bin->mask, memory_order_relaxed)) +
+         tslab_popcount(atomic_load_explicit(&bin->next_mask, memory_order_relaxed));
+}
+
 /* Per ring slot state of a thread cache: the bump state of the slot's era
  * (3.4) and which bins count for it. */
 typedef struct tslab_slot_cache {
@@ -356,6 +364,12 @@ typedef struct tslab_slot_cache {
   uint64_t remote_seen;       /* owner: the cache's block_remote when `full` was last collected */
   bool ever;                  /* counted for some era: statistics read it */
 } __attribute__((aligned(64))) tslab_slot_cache_t;
+
+/* Whether the slot's era may take a new block for an object of `size` (3.4):
+ * block-sized, and budget left for one more block. */
+static inline bool tslab_slot_block_room(const tslab_slot_cache_t* sc, size_t size) {
+  return size <= TSLAB_BLOCK_OBJ_MAX && sc->budget >= TSLAB_BLOCK_BYTES;
+}
 
 /* Cumulative counters of a cache (or of the instance, for threads without a
  * cache). Owner adds on slow paths and closers fold into them, under the

@@ -311,7 +311,7 @@ static void repair_attached(tslab_run_t* s, bool block) {
       atomic_store(&bin->next_mask, atomic_load(&bin->next_mask) & ~atomic_load(&s->bits[2 * w]));
     used += tslab_popcount(al);
   }
-  if (bin && bin->cur == s) used += tslab_popcount(atomic_load(&bin->mask)) + tslab_popcount(atomic_load(&bin->next_mask));
+  if (bin && bin->cur == s) used += tslab_bin_aside(bin);
   atomic_store(&s->usage, (atomic_load(&s->usage) & ~TSLAB_USED_MASK) | used);
 }
 
@@ -524,9 +524,7 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     if (block && s->list == TSLAB_LIST_CUR) {
       if (tslab_slab_used(s) < set) REPORT("bumping block %p: used %u below %u live", (void*)s->start, tslab_slab_used(s), set);
     } else {
-      uint32_t aside = s->list == TSLAB_LIST_CUR ? tslab_popcount(atomic_load(&s->bin->mask)) +
-                                                       tslab_popcount(atomic_load(&s->bin->next_mask))
-                                                 : 0;
+      uint32_t aside = s->list == TSLAB_LIST_CUR ? tslab_bin_aside(s->bin) : 0;
       if (set + aside != tslab_slab_used(s))
         REPORT("attached run %p: used %u but %u slots allocated, %u set aside", (void*)s->start, tslab_slab_used(s),
                set, aside);

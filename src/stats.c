@@ -265,7 +265,7 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
       for (uint64_t m = ld(&sc->classes[word]); m; m &= m - 1) {
         tslab_bin_t* b = tslab_bin_at(a, tc, slot, word * 64 + (uint32_t)__builtin_ctzll(m));
         tslab_run_t* cur = __atomic_load_n(&b->cur, __ATOMIC_ACQUIRE);
-        c->empty += cur && tslab_slab_used(cur) == tslab_popcount(ld(&b->mask)) + tslab_popcount(ld(&b->next_mask));
+        c->empty += cur && tslab_slab_used(cur) == tslab_bin_aside(b);
       }
     }
     /* The live bytes of the blocks the cache holds are read off their

@@ -178,19 +178,13 @@ static void bin_set_cur(tslab_bin_t* bin, tslab_run_t* s) {
   write_end(&bin->seq);
 }
 
-/* Slots the bin has set aside in its mask and its next word. */
-static uint32_t bin_aside(const tslab_bin_t* bin) {
-  return tslab_popcount(atomic_load_explicit(&bin->mask, memory_order_relaxed)) +
-         tslab_popcount(atomic_load_explicit(&bin->next_mask, memory_order_relaxed));
-}
-
 /* In a write section of the bin, by its owner or the closer as above:
  * replace the set-aside slots of the current slab by `mask` and `next` (the
  * caller has set their words, or they are 0), with no hot slot. Set-aside
  * slots count in the slab's `used` and the bin's `taken`, so the allocation
  * fast path needs neither. */
 static void bin_put_masks(tslab_bin_t* bin, uint64_t mask, uint64_t next) {
-  int64_t delta = (int64_t)(tslab_popcount(mask) + tslab_popcount(next)) - (int64_t)bin_aside(bin);
+  int64_t delta = (int64_t)(tslab_popcount(mask) + tslab_popcount(next)) - (int64_t)tslab_bin_aside(bin);
   if (bin->cur) {
     run_fold(&bin->frees, bin->cur); /* bounds the pending count of a slab that stays current */
     tslab_slab_used_add(bin->cur, delta);
@@ -546,7 +540,7 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   if (align > 16) return NULL;
   void* p = bump(sc, size);
   if (p) return p;
-  if (size > TSLAB_BLOCK_OBJ_MAX || sc->budget < TSLAB_BLOCK_BYTES) return NULL;
+  if (!tslab_slot_block_room(sc, size)) return NULL;
   uint64_t wall = 0, cpu = 0;
   bool sampled = tslab_sample_begin(a, &wall, &cpu);
   tslab_bump(&sc->bslow, 1);
@@ -649,8 +643,8 @@ static bool find_free_word(tslab_run_t* s, uint32_t* word, uint64_t* avail) {
 
 /* Owner, in a write section of the bin: set aside the free slots of the
  * next word of the current slab that has some (the mask), and of the one
- * after it (the next word) when there is another; false when the slab is
- * full. The slots stay free in the bitmap until handed out, so dropping a
+ * after it (the next word) when there is another; false, with nothing
+ * changed, when the slab is full. The slots stay free in the bitmap until handed out, so dropping a
  * mask only gives back their count. Two words at once: a run of
  * allocations refills once per 128 slots, so fewer than 1% of them take
  * the refill path (section 3, "The next word"). */
@@ -658,10 +652,7 @@ static bool bin_put_words(tslab_bin_t* bin) {
   tslab_run_t* s = bin->cur;
   uint32_t w, w2;
   uint64_t avail, next;
-  if (!find_free_word(s, &w, &avail)) {
-    bin_put_masks(bin, 0, 0);
-    return false;
-  }
+  if (!find_free_word(s, &w, &avail)) return false;
   if (!find_free_word(s, &w2, &next) || w2 == w) next = 0;
   bin->base = s->start + (size_t)w * 64 * s->obj_size;
   bin->word = &s->bits[2 * w];
@@ -673,7 +664,8 @@ static bool bin_put_words(tslab_bin_t* bin) {
   return true;
 }
 
-/* Owner: set aside the next words of the current slab that have free slots. */
+/* Owner: set aside the next words of the current slab that have free slots.
+ * A full slab leaves the bin as it was (its masks empty). */
 static bool take_word(tslab_bin_t* bin) {
   write_begin(&bin->seq);
   bool ok = bin_put_words(bin);
@@ -711,6 +703,7 @@ static bool switch_current(tslab_bin_t* bin, tslab_run_t* s, tslab_run_t** from)
   s->list = TSLAB_LIST_CUR;
   LINK_STORE(bin->cur, s);
   bool ok = bin_put_words(bin);
+  if (!ok) bin_put_masks(bin, 0, 0); /* no word of the old slab stays */
   write_end(&bin->seq);
   return ok;
 }
