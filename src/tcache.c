@@ -645,9 +645,9 @@ static bool find_free_word(tslab_run_t* s, uint32_t* word, uint64_t* avail) {
  * next word of the current slab that has some (the mask), and of the one
  * after it (the next word) when there is another; false, with nothing
  * changed, when the slab is full. The slots stay free in the bitmap until
- * handed out, so dropping a mask only gives back their count. Two words at once: a run of
- * allocations refills once per 128 slots, so fewer than 1% of them take
- * the refill path (section 3, "The next word"). */
+ * handed out, so dropping a mask only gives back their count. Two words at
+ * once: a run of allocations refills once per 128 slots, so fewer than 1%
+ * of them take the refill path (section 3, "The next word"). */
 static bool bin_put_words(tslab_bin_t* bin) {
   tslab_run_t* s = bin->cur;
   uint32_t w, w2;
