@@ -202,15 +202,7 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
         size_t sz = (size + 15) & ~(size_t)15;
         uint8_t* top = sc->top;
         if (likely(sz <= (size_t)(sc->end - top))) {
-          /* Bump (3.4): the object's alloc bit at its first unit, a
-           * boundary after its last. */
-          size_t u = (size_t)(top - sc->base) >> TSLAB_UNIT_SHIFT, end = u + (sz >> TSLAB_UNIT_SHIFT);
-          _Atomic uint64_t* w = &sc->bits[2 * (u >> 6)];
-          atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | (1ull << (u & 63)),
-                                memory_order_relaxed);
-          _Atomic uint64_t* b = &sc->starts[end >> 6];
-          atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) | (1ull << (end & 63)),
-                                memory_order_relaxed);
+          tslab_bump_mark(sc, top, sz);
           __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
           tslab_busy_exit(tc);
           return top;

@@ -365,6 +365,18 @@ typedef struct tslab_slot_cache {
   bool ever;                  /* counted for some era: statistics read it */
 } __attribute__((aligned(64))) tslab_slot_cache_t;
 
+/* Mark an object of sz bytes (a multiple of the unit) bumped at top of the
+ * slot's block (3.4): its alloc bit at its first unit, a boundary after its
+ * last. The caller then publishes the new top; the allocation fast path
+ * (src/alloc.c) and the refill's bump (src/tcache.c) share this. */
+static inline __attribute__((always_inline)) void tslab_bump_mark(tslab_slot_cache_t* sc, uint8_t* top, size_t sz) {
+  size_t u = (size_t)(top - sc->base) >> TSLAB_UNIT_SHIFT, end = u + (sz >> TSLAB_UNIT_SHIFT);
+  _Atomic uint64_t* w = &sc->bits[2 * (u >> 6)];
+  atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) | (1ull << (u & 63)), memory_order_relaxed);
+  _Atomic uint64_t* b = &sc->starts[end >> 6];
+  atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) | (1ull << (end & 63)), memory_order_relaxed);
+}
+
 /* Whether the slot's era may take a new block for an object of `size` (3.4):
  * block-sized, and budget left for one more block. */
 static inline bool tslab_slot_block_room(const tslab_slot_cache_t* sc, size_t size) {

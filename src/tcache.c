@@ -522,13 +522,7 @@ static void* bump(tslab_slot_cache_t* sc, size_t size) {
   uint8_t* top = sc->top;
   size_t sz = (size + 15) & ~(size_t)15;
   if (sz > (size_t)(sc->end - top)) return NULL;
-  size_t u = (size_t)(top - sc->base) >> TSLAB_UNIT_SHIFT, e = u + (sz >> TSLAB_UNIT_SHIFT);
-  atomic_store_explicit(&sc->bits[2 * (u >> 6)],
-                        atomic_load_explicit(&sc->bits[2 * (u >> 6)], memory_order_relaxed) | (1ull << (u & 63)),
-                        memory_order_relaxed);
-  atomic_store_explicit(&sc->starts[e >> 6],
-                        atomic_load_explicit(&sc->starts[e >> 6], memory_order_relaxed) | (1ull << (e & 63)),
-                        memory_order_relaxed);
+  tslab_bump_mark(sc, top, sz);
   tslab_hook_point(TSLAB_HOOK_BUMP_MARKED);
   __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
   return top;
@@ -1085,10 +1079,11 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
       if (!cur) continue;
       if (tslab_fork_listed(cur, TSLAB_LIST_READY, bin->ready) ||
           tslab_fork_listed(cur, TSLAB_LIST_PARKED, bin->parked)) {
+        /* A switch starts with both masks empty (tslab_bin_refill), so this
+         * drops nothing; were a word set aside, its slots would leave
+         * `taken` and `refilled` as any dropped mask's do. */
         bin->cur = NULL;
-        atomic_store(&bin->mask, 0);
-        atomic_store(&bin->next_mask, 0);
-        bin->word = bin->next_word = NULL;
+        bin_put_masks(bin, 0, 0);
       } else {
         cur->list = TSLAB_LIST_CUR;
       }
