@@ -74,9 +74,12 @@ static inline __attribute__((always_inline)) void* bin_pop_mask(tslab_bin_t* bin
     bit = 1ull << b;
     p = bin->base + b * bin->size;
   }
-  atomic_store_explicit(&bin->mask, m & ~bit, memory_order_relaxed);
+  /* bit is one of m's: an exclusive or clears it in one instruction where
+   * `& ~bit` takes three. */
+  atomic_store_explicit(&bin->mask, m ^ bit, memory_order_relaxed);
   atomic_store_explicit(bin->word, atomic_load_explicit(bin->word, memory_order_relaxed) | bit,
                         memory_order_relaxed);
+  TSLAB_ASSUME(p != NULL); /* the allocation paths then test only the promotion's NULL */
   return p;
 }
 
@@ -115,6 +118,7 @@ static inline __attribute__((always_inline)) void* bin_take(tslab_bin_t* bin, bo
     tslab_slab_used_add(e->run, 1);
     atomic_store_explicit(e->word, atomic_load_explicit(e->word, memory_order_relaxed) | e->bit,
                           memory_order_relaxed);
+    TSLAB_ASSUME(e->p != NULL);
     return e->p;
   }
   return m != 0 ? bin_pop_mask(bin, m) : bin_promote(bin, hooked);
@@ -337,7 +341,7 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   uint64_t bit = 1ull << (idx & 63);
   uint64_t al = atomic_load_explicit(word, memory_order_relaxed);
   if (unlikely(!(al & bit) || (atomic_load_explicit(word + 1, memory_order_relaxed) & bit))) return FREE_REJECTED;
-  atomic_store_explicit(word, al & ~bit, memory_order_relaxed);
+  atomic_store_explicit(word, al ^ bit, memory_order_relaxed); /* bit is set in al */
   tslab_bin_t* bin = s->bin;
   if (bin) {
     if (bin->word == word) {

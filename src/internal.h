@@ -32,8 +32,12 @@
 #ifdef TSLAB_DEBUG
 #include <assert.h>
 #define TSLAB_ASSERT(x) assert(x)
+/* An invariant the optimiser may build on (a release build drops the tests
+ * it makes redundant); debug builds check it. */
+#define TSLAB_ASSUME(x) assert(x)
 #else
 #define TSLAB_ASSERT(x) ((void)0)
+#define TSLAB_ASSUME(x) (likely(x) ? (void)0 : __builtin_unreachable())
 #endif
 
 /* ------------------------------------------------------------------------- */
