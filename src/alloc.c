@@ -368,15 +368,17 @@ static inline __attribute__((always_inline)) int free_local_bits(tslab_run_t* s,
   return FREE_CLEARED;
 }
 
-/* A FREE_TO_STACK free of slot idx of slab s (at p), its bit cleared: onto
- * the bin's free stack, counted once in `taken` after the stack, as a free
- * into the mask is. Bit and entry before the length: a fork child whose
- * thread was cut short here finds the slot free and the stack without it
- * (7.6). */
-static inline __attribute__((always_inline)) void free_local_push(tslab_run_t* s, uint32_t idx, void* p) {
+/* A FREE_TO_STACK free of the slot of slab s at p, whose bit (`bit` of
+ * alloc word `word`) it cleared: onto the bin's free stack, counted once in
+ * `taken` after the stack, as a free into the mask is. Bit and entry before
+ * the length: a fork child whose thread was cut short here finds the slot
+ * free and the stack without it (7.6). The caller has word and bit at hand:
+ * a slot's index would take five instructions to turn into them again. */
+static inline __attribute__((always_inline)) void free_local_push(tslab_run_t* s, _Atomic uint64_t* word,
+                                                                  uint64_t bit, void* p) {
   tslab_bin_t* bin = s->bin;
   uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
-  bin->stack[n] = (tslab_stacked_t){(uint8_t*)p, s, &s->bits[2 * (idx >> 6)], 1ull << (idx & 63)};
+  bin->stack[n] = (tslab_stacked_t){(uint8_t*)p, s, word, bit};
   tslab_slab_used_add(s, -1);
   atomic_store_explicit(&bin->stack_len, n + 1, memory_order_relaxed);
   tslab_bump_release(&bin->taken, 1);
@@ -386,7 +388,7 @@ static inline __attribute__((always_inline)) void free_local_push(tslab_run_t* s
 static int free_local_slot(tslab_run_t* s, uint32_t idx, void* p) {
   int done = free_local_bits(s, idx, p);
   if (done != FREE_TO_STACK) return done;
-  free_local_push(s, idx, p);
+  free_local_push(s, &s->bits[2 * (idx >> 6)], 1ull << (idx & 63), p);
   return FREE_SET_ASIDE;
 }
 
@@ -411,21 +413,14 @@ static void free_local_rest(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint
   if (free_local_settles(s)) tslab_tcache_settle(a, tc, s);
 }
 
-/* The rare part of a local free and the end of its busy window: out of line
- * and called last, so the fast path keeps no registers across calls. */
-static __attribute__((noinline)) bool free_local_finish(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
-                                                        uint32_t idx) {
-  free_local_rest(a, tc, s, idx);
-  tslab_busy_exit(tc);
-  return true;
-}
-
-/* A local free that free_local_bits left to free_local_push, and the rest
- * of it: out of line, and the end of its busy window. */
-static __attribute__((noinline)) bool free_local_to_stack(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s,
-                                                          uint32_t idx, void* p) {
-  free_local_push(s, idx, p);
-  free_local_rest(a, tc, s, idx); /* a parked slab may reach the mark (3.2) */
+/* The rare part of a local free of p (slab or block s) and the end of its
+ * busy window: out of line and called last, so the fast path keeps no
+ * registers across calls. It takes what the fast path keeps live to its end
+ * anyway (the cache, whose instance it reads, and the pointer, whose slot it
+ * finds again), so that the fast path keeps neither the instance nor the
+ * slot's index or bit live for it. */
+static __attribute__((noinline)) bool free_local_finish(tslab_tcache_t* tc, tslab_run_t* s, void* p) {
+  free_local_rest(tc->inst, tc, s, tslab_slab_index(s, p));
   tslab_busy_exit(tc);
   return true;
 }
@@ -434,6 +429,21 @@ static __attribute__((noinline)) bool free_local_to_stack(tslab_t* a, tslab_tcac
  * the end of the busy window. */
 static __attribute__((noinline)) bool free_local_settle(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
   tslab_tcache_settle(a, tc, s);
+  tslab_busy_exit(tc);
+  return true;
+}
+
+/* A local free that free_local_bits left to free_local_push, and the rest
+ * of it (free_local_rest's, whose rare cases it reaches by tail calls, so
+ * that the common one saves no registers): out of line, and the end of its
+ * busy window. A parked slab may reach the mark (3.2). Five arguments, the
+ * instance taken from the cache: a sixth would keep one more register live
+ * across the fast path, which then needs a stack frame. */
+static __attribute__((noinline)) bool free_local_to_stack(tslab_tcache_t* tc, tslab_run_t* s, _Atomic uint64_t* word,
+                                                          uint64_t bit, void* p) {
+  free_local_push(s, word, bit, p);
+  if (unlikely(s->has_gens)) return free_local_finish(tc, s, p);
+  if (unlikely(free_local_settles(s))) return free_local_settle(tc->inst, tc, s);
   tslab_busy_exit(tc);
   return true;
 }
@@ -528,8 +538,9 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
       if (likely(idx != UINT32_MAX && (done = free_local_bits(s, idx, p)) != FREE_REJECTED)) {
-        if (done == FREE_TO_STACK) return free_local_to_stack(a, tc, s, idx, p);
-        if (unlikely(free_local_rare(s, done))) return free_local_finish(a, tc, s, idx);
+        if (done == FREE_TO_STACK) /* the word and bit free_local_bits computed */
+          return free_local_to_stack(tc, s, &s->bits[2 * (idx >> 6)], 1ull << (idx & 63), p);
+        if (unlikely(free_local_rare(s, done))) return free_local_finish(tc, s, p);
         tslab_busy_exit(tc);
         return true;
       }

@@ -320,6 +320,32 @@ static void test_handles_across_reuse(void) {
   tslab_destroy(a);
 }
 
+/* A slot freed by pointer outside the bin's set-aside word goes onto the
+ * bin's free stack, and the next allocation of its class takes it back
+ * from there: the handle it had is stale from the free on, also once the
+ * slot is handed out again. */
+static void test_handle_stale_after_stack_reuse(void) {
+  tslab_t* a = make((size_t)256 << 20);
+  tslab_epoch_t e = tslab_epoch_current(a); /* no block budget: class slabs from the start */
+  enum { SIZE = 48, N = 200, VICTIM = 5 };
+  static void* p[N];
+  static tslab_handle_t h[N];
+  for (int i = 0; i < N; i++) REQUIRE((p[i] = tslab_alloc_handle(a, SIZE, e, &h[i])) != NULL);
+  /* The first 200 slots of one slab: the bin has set aside words past the
+   * victim's (the first). */
+  CHECK(tslab_free(a, p[VICTIM]));
+  CHECK(tslab_handle_get(a, h[VICTIM]) == NULL);
+  void* q = tslab_alloc(a, SIZE, e);
+  CHECK(q == p[VICTIM]);
+  CHECK(tslab_handle_get(a, h[VICTIM]) == NULL);
+  CHECK(!tslab_free_handle(a, h[VICTIM]));
+  CHECK(tslab_free(a, q));
+  for (int i = 0; i < N; i++)
+    if (i != VICTIM) CHECK(tslab_free_handle(a, h[i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* Frees by handle settle their slab like frees by pointer: a slab that is
  * not the bin's current one goes back to the heap the moment its last
  * object is freed, whether it was parked full or on the ready list. */
@@ -929,6 +955,7 @@ int main(void) {
   test_sizes();
   test_class_boundaries();
   test_handle_lookup_paths();
+  test_handle_stale_after_stack_reuse();
   test_handle_free_settles();
   test_own_block_frees();
   test_word_refill();
