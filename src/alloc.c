@@ -204,9 +204,10 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
       tslab_busy_enter(tc);
       if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE))) {
         size_t sz = (size + 15) & ~(size_t)15;
-        uint8_t* top = sc->top;
-        if (likely(sz <= (size_t)(sc->end - top))) {
+        if (likely(sz <= sc->room)) {
+          uint8_t* top = sc->top;
           tslab_bump_mark(sc, top, sz);
+          sc->room -= sz;
           __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
           tslab_busy_exit(tc);
           return top;
@@ -265,7 +266,7 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
     tslab_slot_cache_t* sc = &tc->slots[slot];
     tslab_busy_enter(tc);
     if (atomic_load_explicit(&a->ring[slot].state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
-        ((size + 15) & ~(size_t)15) > (size_t)(sc->end - sc->top)) {
+        ((size + 15) & ~(size_t)15) > sc->room) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
       uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
       uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);

@@ -342,10 +342,13 @@ static inline uint32_t tslab_bin_aside(tslab_bin_t* bin) {
 /* Per ring slot state of a thread cache: the bump state of the slot's era
  * (3.4) and which bins count for it. */
 typedef struct tslab_slot_cache {
-  /* Hot: the bump fast path (owner only). top == end when there is no
-   * block: the fast path's compare fails without a special case. */
+  /* Hot: the bump fast path (owner only). `room`, the bytes from `top` to
+   * the block's end, is 0 when there is no block: the fast path's compare
+   * fails without a special case, and a class allocation pays one compare
+   * with memory to learn that there is no block, not two loads and a
+   * subtraction. */
   uint8_t* top;
-  uint8_t* end;
+  size_t room;
   uint8_t* base;
   _Atomic uint64_t* bits;
   _Atomic uint64_t* starts;

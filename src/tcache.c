@@ -434,7 +434,8 @@ static void slot_stop_block(tslab_slot_cache_t* sc) {
   tslab_hook_point(TSLAB_HOOK_BLOCK_LISTED);
   LINK_STORE(sc->blk, NULL);
   __atomic_store_n(&sc->top, NULL, __ATOMIC_RELAXED);
-  sc->end = sc->base = NULL;
+  sc->room = 0;
+  sc->base = NULL;
   write_end(&sc->seq);
 }
 
@@ -521,9 +522,10 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
 static void* bump(tslab_slot_cache_t* sc, size_t size) {
   uint8_t* top = sc->top;
   size_t sz = (size + 15) & ~(size_t)15;
-  if (sz > (size_t)(sc->end - top)) return NULL;
+  if (sz > sc->room) return NULL;
   tslab_bump_mark(sc, top, sz);
   tslab_hook_point(TSLAB_HOOK_BUMP_MARKED);
+  sc->room -= sz;
   __atomic_store_n(&sc->top, top + sz, __ATOMIC_RELAXED);
   return top;
 }
@@ -564,7 +566,7 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   sc->budget -= TSLAB_BLOCK_BYTES;
   write_begin(&sc->seq);
   sc->base = b->start;
-  sc->end = b->start + TSLAB_BLOCK_BYTES;
+  sc->room = TSLAB_BLOCK_BYTES;
   sc->bits = b->bits;
   sc->starts = b->starts;
   __atomic_store_n(&sc->top, b->start, __ATOMIC_RELAXED);
@@ -1045,12 +1047,18 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
     b = NULL;
   }
   if (!b) {
-    sc->top = sc->end = sc->base = NULL;
+    sc->top = sc->base = NULL;
+    sc->room = 0;
     return;
   }
   b->list = TSLAB_LIST_CUR;
   b->bin_next = b->bin_prev = NULL;
   tslab_block_fork_rewind(b, sc->top);
+  /* A bump cut short between its last two stores took its size off `room`
+   * and did not publish `top`: `room` first, so that a cut bump leaves the
+   * block less room than it has, never more. The rewind keeps the published
+   * top; `room` is computed again from it. */
+  sc->room = (size_t)(b->start + TSLAB_BLOCK_BYTES - sc->top);
 }
 
 /* fork child, for every cache, before anything reads its lists: lists and
