@@ -491,7 +491,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   if (!tslab_run_view(a, p, &v)) return false;
   tslab_hook_point(TSLAB_HOOK_NONOWNER_VIEWED);
   if (v.kind == TSLAB_RUN_LARGE) return p == v.start && tslab_large_free(a, tc, v.r);
-  uint32_t idx = tslab_slot_index(v.start, v.recip, v.obj_size, v.capacity, p);
+  uint32_t idx = tslab_slot_index(v.start, v.recip, p);
   if (idx == UINT32_MAX) return false;
   tslab_run_t* s = v.r;
   if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc && tslab_era_active(a, v.era)) {
@@ -566,7 +566,7 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
       if (p == v.start && atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
         size = (size_t)v.granules << TSLAB_GRANULE_SHIFT;
     } else {
-      uint32_t idx = tslab_slot_index(v.start, v.recip, v.obj_size, v.capacity, p);
+      uint32_t idx = tslab_slot_index(v.start, v.recip, p);
       if (idx != UINT32_MAX && tslab_bits_live(v.bits, idx))
         size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, idx) : v.obj_size;
     }

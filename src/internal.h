@@ -80,7 +80,7 @@ typedef struct tslab_class_info {
   uint32_t granules;  /* slab length */
   uint32_t capacity;  /* objects per slab */
   uint32_t words;     /* bitmap words */
-  uint32_t recip;     /* ceil(2^32 / size): slot = (offset * recip) >> 32 */
+  uint64_t recip;     /* ceil(2^48 / size): tslab_slot_index */
 } tslab_class_info_t;
 
 TSLAB_INTERNAL extern tslab_class_info_t tslab_classes[TSLAB_CLASSES];
@@ -158,11 +158,7 @@ struct tslab_run {
   /* Line 0: everything the free fast path reads. The geometry is written by
    * the formatter inside `seq` (docs/ARCHITECTURE.md section 4). */
   uint8_t* start;
-  /* ceil(2^32 / obj_size): slot = (offset * recip) >> 32, exact for every
-   * offset that is a multiple of obj_size, since offsets stay below 2^18. */
-  uint32_t recip;
-  uint16_t obj_size;          /* blocks: the 16-byte unit */
-  uint16_t capacity;          /* slots (blocks: units) */
+  uint64_t recip;             /* ceil(2^48 / obj_size): tslab_slot_index */
   _Atomic uint64_t era;
   _Atomic(tslab_tcache_t*) owner;
   _Atomic uint64_t* bits;     /* word pairs: [2w] alloc, [2w + 1] remote */
@@ -172,6 +168,8 @@ struct tslab_run {
    * closer at detach; statistics read it. */
   _Atomic uint64_t usage;
   struct tslab_bin* bin;      /* owner only: the bin holding a slab; NULL for blocks */
+  uint16_t obj_size;          /* blocks: the 16-byte unit */
+  uint16_t capacity;          /* slots (blocks: units) */
   uint8_t list;               /* owner only: enum tslab_bin_list */
   uint8_t cls;                /* blocks: TSLAB_CLASSES */
   /* Owner only: `gens` is attached, so a local free bumps a generation; a
@@ -812,7 +810,7 @@ typedef struct tslab_run_view {
   uint8_t kind;
   uint8_t cls;
   uint32_t obj_size, capacity, words, granules;
-  uint32_t recip;
+  uint64_t recip;
   uint8_t* start;
   uint64_t era;
   _Atomic uint64_t* bits;
@@ -836,16 +834,25 @@ TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 
 /* Slot of p in run s, or UINT32_MAX when p is not the start of a slot. */
-static inline uint32_t tslab_slot_index(const uint8_t* start, uint32_t recip, uint32_t size, uint32_t capacity,
-                                        const void* p) {
-  uint64_t off = (uint64_t)((const uint8_t*)p - start);
-  uint32_t idx = (uint32_t)((off * recip) >> 32);
-  if (unlikely((uint64_t)idx * size != off || idx >= capacity)) return UINT32_MAX;
-  return idx;
+/* Slot of p, a pointer into a run (slab or block) starting at `start`, with
+ * reciprocal `recip` (ceil(2^48 / size)), or UINT32_MAX when p is not the
+ * start of a slot. For an offset q * size + r below 2^18, offset * recip is
+ * q * 2^48 plus a fraction: below 2^18 when r is 0 (offset times recip's
+ * excess over 2^48 / size, which is under 1), at least 2^48 / size >= 2^33
+ * otherwise (sizes are at most 2^15), and below 2^48 either way. So the slot
+ * is the product's top 16 bits, and p starts it exactly when bits 32-47 are
+ * 0: one multiplication, where a 32-bit reciprocal needed a second one to
+ * check the quotient. Every slot start inside the run is a slot below its
+ * capacity (a run holds exactly its length over the size: size_class.c), so
+ * the callers, which find the run through p's granule, need no bound. */
+static inline uint32_t tslab_slot_index(const uint8_t* start, uint64_t recip, const void* p) {
+  uint64_t q = (((uint64_t)((const uint8_t*)p - start)) * recip) >> 32;
+  if (unlikely((q & 0xffff) != 0)) return UINT32_MAX;
+  return (uint32_t)(q >> 16);
 }
 
 static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
-  return tslab_slot_index(s->start, s->recip, s->obj_size, s->capacity, p);
+  return tslab_slot_index(s->start, s->recip, p);
 }
 
 /* Bitmap words that can hold set bits: a block's bumped prefix (bumped is
@@ -1097,7 +1104,7 @@ static inline void tslab_bump_release(_Atomic uint64_t* c, uint64_t n) {
 _Static_assert(TSLAB_SMALL_MAX <= UINT16_MAX && TSLAB_MAX_SLOTS <= UINT16_MAX && TSLAB_BLOCK_UNITS <= UINT16_MAX &&
                    ((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) <= ((size_t)1 << 18) &&
                    offsetof(tslab_run_t, has_gens) < 64,
-               "a run's geometry fits its 16-bit fields, (offset * recip) >> 32 is exact below 2^18, and what a "
+               "a run's geometry fits its 16-bit fields, tslab_slot_index is exact below 2^18, and what a "
                "local free reads is on the descriptor's first line");
 _Static_assert(TSLAB_BLOCK_UNITS <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,
                "used must fit its bits of usage");

@@ -53,11 +53,14 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     }
     size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;
     size_t n = bytes / ci->size;
-    if (n > TSLAB_MAX_SLOTS) n = TSLAB_MAX_SLOTS;
+    /* A slab holds exactly n slots, no tail a slot index could point into
+     * (tslab_slot_index): at most TSLAB_MAX_SLOTS, which the smallest class
+     * in one granule reaches. */
+    TSLAB_ASSERT(n <= TSLAB_MAX_SLOTS);
     ci->granules = g;
     ci->capacity = (uint32_t)n;
     ci->words = (uint32_t)((n + 63) / 64);
-    ci->recip = (uint32_t)(((1ull << 32) + ci->size - 1) / ci->size);
+    ci->recip = ((1ull << 48) + ci->size - 1) / ci->size;
   }
   class_index_init();
 }

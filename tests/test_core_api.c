@@ -94,6 +94,32 @@ static void test_class_boundaries(void) {
   tslab_destroy(a);
 }
 
+/* The slot index of every offset of every class's slab, and of a block's
+ * units: the offset divided by the size when it is a multiple, UINT32_MAX
+ * for every other offset (an interior pointer a free must refuse); and every
+ * multiple inside the run is a slot below its capacity (no tail). */
+static void test_slot_index_exact(void) {
+  tslab_t* a = make((size_t)1 << 30); /* the class table is built */
+  const uint8_t* base = (const uint8_t*)(uintptr_t)((size_t)1 << 30); /* only offsets matter */
+  uint64_t wrong = 0;
+  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
+    bool block = c == TSLAB_CLASSES;
+    uint32_t size = block ? 1u << TSLAB_UNIT_SHIFT : tslab_classes[c].size;
+    uint32_t capacity = block ? TSLAB_BLOCK_UNITS : tslab_classes[c].capacity;
+    uint64_t recip = block ? (1ull << 48) >> TSLAB_UNIT_SHIFT : tslab_classes[c].recip;
+    size_t bytes = block ? TSLAB_BLOCK_BYTES : (size_t)tslab_classes[c].granules << TSLAB_GRANULE_SHIFT;
+    CHECK_EQ_U(capacity, bytes / size);
+    for (size_t off = 0; off < bytes; off++) {
+      uint32_t want = off % size == 0 ? (uint32_t)(off / size) : UINT32_MAX;
+      if (tslab_slot_index(base, recip, base + off) != want && wrong++ < 5)
+        fprintf(stderr, "class %u (size %u), offset %zu: slot %u, want %u\n", c, size, off,
+                tslab_slot_index(base, recip, base + off), want);
+    }
+  }
+  CHECK_EQ_U(wrong, 0);
+  tslab_destroy(a);
+}
+
 static void test_calloc_realloc_aligned(void) {
   tslab_t* a = make((size_t)1 << 30);
   tslab_epoch_t e = tslab_epoch_current(a);
@@ -954,6 +980,7 @@ static void test_next_word(void) {
 int main(void) {
   test_sizes();
   test_class_boundaries();
+  test_slot_index_exact();
   test_handle_lookup_paths();
   test_handle_stale_after_stack_reuse();
   test_handle_free_settles();
