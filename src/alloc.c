@@ -289,23 +289,25 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
 /* ---- free ---- */
 
 /* The run at offset off of the reservation when the calling thread owns it
- * and its era (*era) is active, with the thread's busy window open (end it
- * with tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
+ * and its era is active, with the thread's busy window open (end it with
+ * tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
  * the thread's most recently used one, as for the allocation fast path; a
  * thread that used another instance since goes through the general path.
- * Era and owner are read inside the window, the owner after the era's state
- * (section 3.1: a descriptor retired and formatted again for another cache
- * in an active era fails the owner test, whatever the window's timing). The
- * caller still validates the slot. */
+ * The era's ring word is compared with the run's copy of its open state
+ * (`ring_slot`, `active`: tslab_run_set_era), inside the window, and the
+ * owner read after it (section 3.1: a descriptor retired and formatted
+ * again for another cache in an active era fails the owner test, whatever
+ * the window's timing). The caller still validates the slot. */
 static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t* a, uintptr_t off,
-                                                                        tslab_tcache_t** tc_out, uint64_t* era) {
+                                                                        tslab_tcache_t** tc_out) {
   if (unlikely(off >= a->reserve || tslab_tls_last.id != a->id)) return NULL;
   tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
   if (unlikely(s == NULL)) return NULL;
   tslab_tcache_t* tc = tslab_tls_last.tc;
   tslab_busy_enter(tc);
-  *era = atomic_load_explicit(&s->era, memory_order_relaxed);
-  if (likely(tslab_era_active(a, *era) && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
+  if (likely(atomic_load_explicit(&a->ring[TSLAB_RLOAD(s->ring_slot)].state, memory_order_seq_cst) ==
+                 TSLAB_RLOAD(s->active) &&
+             atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
     *tc_out = tc;
     return s;
   }
@@ -533,8 +535,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
     tslab_tcache_t* tc;
-    uint64_t era;
-    tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc, &era);
+    tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
     if (likely(s != NULL)) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
@@ -584,8 +585,9 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
 static inline bool owned_live_size(tslab_t* a, const void* p, size_t* size, uint64_t* era) {
   if (unlikely(a == NULL)) return false;
   tslab_tcache_t* tc;
-  tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc, era);
+  tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
   if (s == NULL) return false;
+  *era = atomic_load_explicit(&s->era, memory_order_relaxed);
   uint32_t idx = tslab_slab_index(s, p);
   bool known = idx != UINT32_MAX;
   *size = 0;
@@ -730,8 +732,7 @@ TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h) {
   if (likely(a != NULL && h != 0)) {
     handle_fields_t f = handle_unpack(a, h);
     tslab_tcache_t* tc;
-    uint64_t era;
-    tslab_run_t* s = own_run_enter(a, f.start - (uintptr_t)a->base, &tc, &era);
+    tslab_run_t* s = own_run_enter(a, f.start - (uintptr_t)a->base, &tc);
     if (s != NULL) {
       void* p = NULL;
       int found = owned_handle_target(s, f, &p);
@@ -749,8 +750,7 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
    * the generation is checked and the slot freed in one owner window. */
   handle_fields_t f = handle_unpack(a, h);
   tslab_tcache_t* tc;
-  uint64_t era;
-  tslab_run_t* s = h != 0 ? own_run_enter(a, f.start - (uintptr_t)a->base, &tc, &era) : NULL;
+  tslab_run_t* s = h != 0 ? own_run_enter(a, f.start - (uintptr_t)a->base, &tc) : NULL;
   if (s != NULL) {
     _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
     if ((uintptr_t)s->start == f.start && s->cls != TSLAB_CLASSES && f.idx < s->capacity && g != NULL) {

@@ -50,7 +50,7 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   atomic_store_explicit(&b->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   /* Biased: every unit counts as set aside while the block bumps (3.4). */
   atomic_store_explicit(&b->usage, TSLAB_BLOCK_UNITS, memory_order_relaxed);
-  atomic_store_explicit(&b->era, era, memory_order_relaxed);
+  tslab_run_set_era(a, b, era);
   atomic_store_explicit(&b->owner, tc, memory_order_relaxed);
   atomic_store_explicit(&b->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&b->mode, TSLAB_ATTACHED, memory_order_relaxed);

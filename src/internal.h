@@ -159,7 +159,10 @@ struct tslab_run {
    * the formatter inside `seq` (docs/ARCHITECTURE.md section 4). */
   uint8_t* start;
   uint64_t recip;             /* ceil(2^48 / obj_size): tslab_slot_index */
-  _Atomic uint64_t era;
+  /* What the ring word of the run's era (slot `ring_slot`) holds while the
+   * era is open, TSLAB_STATE(era, ACTIVE): the free fast path compares the
+   * two without computing either from `era` (tslab_run_set_era). */
+  uint64_t active;
   _Atomic(tslab_tcache_t*) owner;
   _Atomic uint64_t* bits;     /* word pairs: [2w] alloc, [2w + 1] remote */
   /* Bits 0-15: used, the slots handed out or set aside less those freed
@@ -171,6 +174,7 @@ struct tslab_run {
   uint16_t obj_size;          /* blocks: the 16-byte unit */
   uint16_t capacity;          /* slots (blocks: units) */
   uint8_t list;               /* owner only: enum tslab_bin_list */
+  uint8_t ring_slot;          /* era & ring_mask (a ring has at most 256 slots) */
   uint8_t cls;                /* blocks: TSLAB_CLASSES */
   /* Owner only: `gens` is attached, so a local free bumps a generation; a
    * copy in this line because `gens` is in the next, which a local free
@@ -180,6 +184,7 @@ struct tslab_run {
   /* Line 1 on (`seq` shares its word with `granules` only: section 4). */
   _Atomic uint32_t seq __attribute__((aligned(8))); /* odd while the geometry is written */
   uint32_t granules;
+  _Atomic uint64_t era;
   _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
@@ -855,6 +860,14 @@ static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
   return tslab_slot_index(s->start, s->recip, p);
 }
 
+/* The formatter gives run r its era (and the era's copies the free fast path
+ * reads on the descriptor's first line). */
+static inline void tslab_run_set_era(const tslab_t* a, tslab_run_t* r, uint64_t era) {
+  atomic_store_explicit(&r->era, era, memory_order_relaxed);
+  TSLAB_RSTORE(r->active, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE));
+  TSLAB_RSTORE(r->ring_slot, (uint8_t)(era & a->ring_mask));
+}
+
 /* Bitmap words that can hold set bits: a block's bumped prefix (bumped is
  * set once it stops bumping), a slab's whole bitmap. */
 static inline uint32_t tslab_run_words(const tslab_run_t* s) {
@@ -1103,7 +1116,8 @@ static inline void tslab_bump_release(_Atomic uint64_t* c, uint64_t n) {
  * capacity. */
 _Static_assert(TSLAB_SMALL_MAX <= UINT16_MAX && TSLAB_MAX_SLOTS <= UINT16_MAX && TSLAB_BLOCK_UNITS <= UINT16_MAX &&
                    ((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) <= ((size_t)1 << 18) &&
-                   offsetof(tslab_run_t, has_gens) < 64,
+                   offsetof(tslab_run_t, has_gens) < 64 && offsetof(tslab_run_t, ring_slot) < 64 &&
+                   TSLAB_RING_MAX <= 256,
                "a run's geometry fits its 16-bit fields, tslab_slot_index is exact below 2^18, and what a "
                "local free reads is on the descriptor's first line");
 _Static_assert(TSLAB_BLOCK_UNITS <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,

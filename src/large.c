@@ -14,7 +14,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   TSLAB_RSTORE(r->gen, atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed));
   TSLAB_RSTORE(r->capacity, (uint16_t)1);
   atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
-  atomic_store_explicit(&r->era, era, memory_order_relaxed);
+  tslab_run_set_era(a, r, era);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_heap_span_link(a, r, slot);

@@ -34,7 +34,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
     atomic_store_explicit(&s->bits[2 * w], padding(s, w), memory_order_relaxed);
     atomic_store_explicit(&s->bits[2 * w + 1], 0, memory_order_relaxed);
   }
-  atomic_store_explicit(&s->era, era, memory_order_relaxed);
+  tslab_run_set_era(a, s, era);
   atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
   atomic_store_explicit(&s->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&s->mode, TSLAB_ATTACHED, memory_order_relaxed);
@@ -518,6 +518,10 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
   }
   uint64_t era = atomic_load(&s->era);
   if (era == 0 || era > atomic_load(&a->current)) REPORT("run %p has era %llu", (void*)s->start, (unsigned long long)era);
+  if (s->active != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) || s->ring_slot != (era & a->ring_mask))
+    REPORT("run %p: its copies of era %llu's open state do not match", (void*)s->start, (unsigned long long)era);
+  if (s->recip != (block ? (1ull << 48) >> TSLAB_UNIT_SHIFT : tslab_classes[s->cls].recip))
+    REPORT("run %p has the wrong reciprocal", (void*)s->start);
   if (atomic_load(&s->mode) == TSLAB_ATTACHED) {
     /* The current slab's `used` also counts the slots its bin set aside; a
      * bumping block's `used` is biased (3.4). */
