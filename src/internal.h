@@ -851,9 +851,9 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
  * capacity (a run holds exactly its length over the size: size_class.c), so
  * the callers, which find the run through p's granule, need no bound. */
 static inline uint32_t tslab_slot_index(const uint8_t* start, uint64_t recip, const void* p) {
-  uint64_t q = (((uint64_t)((const uint8_t*)p - start)) * recip) >> 32;
-  if (unlikely((q & 0xffff) != 0)) return UINT32_MAX;
-  return (uint32_t)(q >> 16);
+  uint64_t q = ((uint64_t)((const uint8_t*)p - start)) * recip;
+  if (unlikely((q & 0xffff00000000ull) != 0)) return UINT32_MAX;
+  return (uint32_t)(q >> 48);
 }
 
 static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
