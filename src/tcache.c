@@ -771,7 +771,11 @@ static void bin_era_counts(tslab_bin_t* bin, uint32_t cls, tslab_fold_t* sum) {
   sum->free_bytes += (fr - base_frees) * size;
 }
 
-TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+/* The era's counts in slot `slot` of cache tc, added to *sum. `settled`:
+ * the closer's detach, which has moved every block of the slot off `blk`
+ * and `full` into the slot's counters with the owner quiescent, reads those
+ * directly; anyone else reads them in a retried section. */
+static void era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum, bool settled) {
   tslab_slot_cache_t* sc = &tc->slots[slot];
   for (uint32_t word = 0; word < 2; word++) {
     for (uint64_t m = atomic_load_explicit(&sc->classes[word], memory_order_acquire); m; m &= m - 1) {
@@ -780,13 +784,25 @@ TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint
     }
   }
   uint64_t al, fr, ab, fb;
-  tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
+  if (settled) {
+    TSLAB_ASSERT(!sc->blk && !sc->full);
+    al = atomic_load_explicit(&sc->ballocs, memory_order_relaxed);
+    fr = atomic_load_explicit(&sc->bfrees, memory_order_relaxed);
+    ab = atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed);
+    fb = atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed);
+  } else {
+    tslab_slot_blocks_read(sc, &al, &fr, &ab, &fb);
+  }
   sum->allocs += al - TSLAB_RLOAD(sc->base_ballocs);
   sum->frees += fr - TSLAB_RLOAD(sc->base_bfrees);
   sum->xfrees += atomic_load_explicit(&sc->bxfrees, memory_order_relaxed) - TSLAB_RLOAD(sc->base_bxfrees);
   sum->slow += atomic_load_explicit(&sc->bslow, memory_order_relaxed) - TSLAB_RLOAD(sc->base_bslow);
   sum->alloc_bytes += ab - TSLAB_RLOAD(sc->base_bbytes_alloc);
   sum->free_bytes += fb - TSLAB_RLOAD(sc->base_bbytes_free);
+}
+
+TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum) {
+  era_counts(a, tc, slot, sum, false);
 }
 
 TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint64_t era,
@@ -843,7 +859,7 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
     if (!ending) tslab_bump(&sc->bbytes_free, bytes - tslab_block_live_bytes(b, b->bumped));
   }
   write_end(&sc->seq);
-  tslab_tcache_era_counts(a, tc, slot, sum);
+  era_counts(a, tc, slot, sum, true);
   atomic_store_explicit(&sc->classes[0], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->classes[1], 0, memory_order_relaxed);
   atomic_store_explicit(&sc->era, 0, memory_order_release);
