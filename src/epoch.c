@@ -405,10 +405,10 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   return TSLAB_OK;
 }
 
-/* close_era refuses an era its slot does not hold (stale, unknown, or not
- * opened yet) with the status tslab_epoch_reject_status gives it. */
 static int close_checked(tslab_t* a, tslab_epoch_t e, bool free_all) {
   if (!a) return tslab_fail(TSLAB_ERR_INVALID_ARGUMENT);
+  int status = tslab_epoch_reject_status(a, e);
+  if (status != TSLAB_OK && status != TSLAB_ERR_EPOCH_CLOSED) return tslab_fail(status);
   return tslab_fail(close_era(a, e, free_all, false));
 }
 
