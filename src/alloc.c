@@ -493,7 +493,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   if (!tslab_run_view(a, p, &v)) return false;
   tslab_hook_point(TSLAB_HOOK_NONOWNER_VIEWED);
   if (v.kind == TSLAB_RUN_LARGE) return p == v.start && tslab_large_free(a, tc, v.r);
-  uint32_t idx = tslab_slot_index(v.start, v.recip, p);
+  uint32_t idx = tslab_slot_index(v.start, v.recip, v.slot_bytes, p);
   if (idx == UINT32_MAX) return false;
   tslab_run_t* s = v.r;
   if (tc && atomic_load_explicit(&s->owner, memory_order_relaxed) == tc && tslab_era_active(a, v.era)) {
@@ -531,7 +531,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
 }
 
 /* The fast path: a live slot of a run this thread owns, in an open era
- * (own_run_enter); slab_index rejects a pointer outside the run. */
+ * (own_run_enter); slab_index rejects a pointer outside the run's slots. */
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
     tslab_tcache_t* tc;
@@ -567,7 +567,7 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
       if (p == v.start && atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
         size = (size_t)v.granules << TSLAB_GRANULE_SHIFT;
     } else {
-      uint32_t idx = tslab_slot_index(v.start, v.recip, p);
+      uint32_t idx = tslab_slot_index(v.start, v.recip, v.slot_bytes, p);
       if (idx != UINT32_MAX && tslab_bits_live(v.bits, idx))
         size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, idx) : v.obj_size;
     }
@@ -756,13 +756,14 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
     if ((uintptr_t)s->start == f.start && s->cls != TSLAB_CLASSES && f.idx < s->capacity && g != NULL) {
       /* The run is this thread's: nobody else frees its slots' local
        * bits or moves their generations meanwhile. */
-      int done;
       if (atomic_load_explicit(&g[f.idx], memory_order_relaxed) == f.gen &&
-          (done = free_local_slot(s, f.idx, s->start + (size_t)f.idx * s->obj_size)) != FREE_REJECTED) {
+          free_local_slot(s, f.idx, s->start + (size_t)f.idx * s->obj_size) != FREE_REJECTED) {
         /* The slot's generation moves on: the handle and its copies stop
-         * matching (what free_local_rest does, with the value at hand). */
+         * matching (what free_local_rest does, with the value at hand). A
+         * slot pushed onto the stack may bring a parked slab to its mark
+         * (3.2) as one cleared may: the settle test is a free by pointer's. */
         atomic_store_explicit(&g[f.idx], (uint16_t)(f.gen + 1), memory_order_relaxed);
-        if (unlikely(done == FREE_CLEARED && free_local_settles(s))) return free_local_settle(a, tc, s);
+        if (unlikely(free_local_settles(s))) return free_local_settle(a, tc, s);
         tslab_busy_exit(tc);
         return true;
       }

@@ -23,6 +23,7 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   TSLAB_RSTORE(b->obj_size, (uint16_t)(1u << TSLAB_UNIT_SHIFT));
   TSLAB_RSTORE(b->capacity, (uint16_t)TSLAB_BLOCK_UNITS);
   TSLAB_RSTORE(b->recip, (1ull << 48) >> TSLAB_UNIT_SHIFT);
+  TSLAB_RSTORE(b->slot_bytes, (uint32_t)TSLAB_BLOCK_UNITS << TSLAB_UNIT_SHIFT);
   /* A drained block's alloc and remote words are clear, except for a remote
    * bit a racing double free may have left (outside the guarantee, but it
    * must not free an object of the block's next use): cleared with the

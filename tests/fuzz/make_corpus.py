@@ -6,6 +6,10 @@ of the API, spelled in the byte encoding fuzz_api.c decodes (three bytes of
 configuration, then operations: an operation byte and that operation's
 argument bytes). Run it again after changing the encoding:
 python3 tests/fuzz/make_corpus.py
+The corpus's regression_* files are not written here: they are inputs the
+fuzzer found that failed once (regression_slot_bounds: a slab's tail taken
+for a slot), kept as found. After a change of the encoding they mean
+something else; drop them or find them again.
 """
 import os
 import random
