@@ -842,7 +842,6 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 
-/* Slot of p in run s, or UINT32_MAX when p is not the start of a slot. */
 /* Slot of p in a run (slab or block) starting at `start`, with reciprocal
  * `recip` (ceil(2^48 / size)) and `slot_bytes` bytes of slots (capacity *
  * size), or UINT32_MAX when p is not the start of a slot. The bound comes

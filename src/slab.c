@@ -505,6 +505,9 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     if (s->obj_size != ci->size || s->capacity != ci->capacity || s->words != ci->words ||
         s->granules != ci->granules)
       REPORT("slab %p geometry does not match class %u", (void*)s->start, s->cls);
+  } else if (s->obj_size != 1u << TSLAB_UNIT_SHIFT || s->capacity != TSLAB_BLOCK_UNITS ||
+             s->words != TSLAB_BLOCK_WORDS || s->granules != TSLAB_BLOCK_GRANULES) {
+    REPORT("block %p does not have a block's geometry", (void*)s->start);
   }
   uint32_t set = 0;
   for (uint32_t w = 0; w < s->words; w++) {
