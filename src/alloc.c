@@ -203,7 +203,7 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
       tslab_slot_cache_t* sc = &tc->slots[slot];
       tslab_busy_enter(tc);
       if (likely(atomic_load_explicit(state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE))) {
-        size_t sz = (size + 15) & ~(size_t)15;
+        size_t sz = tslab_unit_round(size);
         if (likely(sz <= sc->room)) {
           uint8_t* top = sc->top;
           tslab_bump_mark(sc, top, sz);
@@ -266,7 +266,7 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
     tslab_slot_cache_t* sc = &tc->slots[slot];
     tslab_busy_enter(tc);
     if (atomic_load_explicit(&a->ring[slot].state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
-        ((size + 15) & ~(size_t)15) > sc->room) {
+        tslab_unit_round(size) > sc->room) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
       uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
       uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);

@@ -168,9 +168,7 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
     } else if (kind == TSLAB_RUN_LARGE) {
       spans++;
       /* One slot at its start (tslab_slot_index), its era's copies right. */
-      uint64_t era = atomic_load(&r->era);
-      if ((r->slot_bytes != 1 || r->recip != 0 || r->capacity != 1 ||
-           r->active != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) || r->ring_slot != (era & a->ring_mask)) &&
+      if ((r->slot_bytes != 1 || r->recip != 0 || r->capacity != 1 || !tslab_run_era_copies_ok(a, r)) &&
           bad++ == 0 && report && cap)
         snprintf(report, cap, "span %p: its one slot or its era's copies are wrong", (void*)r->start);
     } else if (kind == TSLAB_RUN_RESERVED) {

@@ -523,7 +523,7 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
   }
   uint64_t era = atomic_load(&s->era);
   if (era == 0 || era > atomic_load(&a->current)) REPORT("run %p has era %llu", (void*)s->start, (unsigned long long)era);
-  if (s->active != TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) || s->ring_slot != (era & a->ring_mask))
+  if (!tslab_run_era_copies_ok(a, s))
     REPORT("run %p: its copies of era %llu's open state do not match", (void*)s->start, (unsigned long long)era);
   if (s->recip != (block ? (1ull << 48) >> TSLAB_UNIT_SHIFT : tslab_classes[s->cls].recip) ||
       s->slot_bytes != (uint32_t)s->capacity * s->obj_size)

@@ -521,7 +521,7 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
  * class slabs, so blocks never hold alignment gaps. */
 static void* bump(tslab_slot_cache_t* sc, size_t size) {
   uint8_t* top = sc->top;
-  size_t sz = (size + 15) & ~(size_t)15;
+  size_t sz = tslab_unit_round(size);
   if (sz > sc->room) return NULL;
   tslab_bump_mark(sc, top, sz);
   tslab_hook_point(TSLAB_HOOK_BUMP_MARKED);
