@@ -290,29 +290,40 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
 
 /* The run at offset off of the reservation when the calling thread owns it
  * and its era is active, with the thread's busy window open (end it with
- * tslab_busy_exit(*tc)); NULL, with no window open, otherwise. The cache is
- * the thread's most recently used one, as for the allocation fast path; a
- * thread that used another instance since goes through the general path.
- * The era's ring word is compared with the run's copy of its open state
- * (`ring_slot`, `active`: tslab_run_set_era), inside the window, and the
- * owner read after it (section 3.1: a descriptor retired and formatted
- * again for another cache in an active era fails the owner test, whatever
- * the window's timing). The caller still validates the slot. */
-static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t* a, uintptr_t off,
-                                                                        tslab_tcache_t** tc_out) {
+ * tslab_busy_exit(*tc)). Otherwise NULL, and *tc says whether the window
+ * is open all the same: it is when the offset maps to a run of another
+ * owner or of an era that is not active, which the free goes on with in the
+ * same window (free_in_owner_window); NULL there when no window was opened.
+ * The cache is the thread's most recently used one, as for the allocation
+ * fast path; a thread that used another instance since goes through the
+ * general path. The era's ring word is compared with the run's copy of its
+ * open state (`ring_slot`, `active`: tslab_run_set_era), inside the window,
+ * and the owner read after it (section 3.1: a descriptor retired and
+ * formatted again for another cache in an active era fails the owner test,
+ * whatever the window's timing). The caller still validates the slot. */
+static inline __attribute__((always_inline)) tslab_run_t* own_run_open(tslab_t* a, uintptr_t off,
+                                                                       tslab_tcache_t** tc_out) {
+  *tc_out = NULL;
   if (unlikely(off >= a->reserve || tslab_tls_last.id != a->id)) return NULL;
   tslab_run_t* s = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
   if (unlikely(s == NULL)) return NULL;
   tslab_tcache_t* tc = tslab_tls_last.tc;
   tslab_busy_enter(tc);
+  *tc_out = tc;
   if (likely(atomic_load_explicit(&a->ring[TSLAB_RLOAD(s->ring_slot)].state, memory_order_seq_cst) ==
                  TSLAB_RLOAD(s->active) &&
-             atomic_load_explicit(&s->owner, memory_order_relaxed) == tc)) {
-    *tc_out = tc;
+             atomic_load_explicit(&s->owner, memory_order_relaxed) == tc))
     return s;
-  }
-  tslab_busy_exit(tc);
   return NULL;
+}
+
+/* own_run_open for the paths that have nothing to do in the window when
+ * the run is not the thread's: NULL, with no window open, then. */
+static inline __attribute__((always_inline)) tslab_run_t* own_run_enter(tslab_t* a, uintptr_t off,
+                                                                        tslab_tcache_t** tc_out) {
+  tslab_run_t* s = own_run_open(a, off, tc_out);
+  if (unlikely(s == NULL) && *tc_out) tslab_busy_exit(*tc_out);
+  return s;
 }
 
 static bool fail_free(tslab_t* a, int status) {
@@ -465,7 +476,7 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, uint64_t era, ui
       tslab_bump(&sc->bfrees, 1);
       tslab_bump(&sc->bxfrees, cross);
     } else {
-      tslab_bin_t* bin = tslab_tcache_count_bin(a, tc, era, cls);
+      tslab_bin_t* bin = tslab_counting_bin(a, tc, era, cls);
       tslab_bump(&bin->frees, 1);
       tslab_bump(&bin->xfrees, cross);
     }
@@ -508,7 +519,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   bool notify;
-  if (!tslab_run_free_nonowner(a, &v, idx, &notify)) return false;
+  if (!tslab_run_free_nonowner(a, s, idx, &notify)) return false;
   count_nonowner_free(a, tc, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross);
   if (owner) {
     if (v.kind == TSLAB_RUN_BLOCK) atomic_fetch_add_explicit(&owner->block_remote, 1, memory_order_release);
@@ -530,12 +541,26 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
 }
 
+/* The fast path found p in a run of another owner, or of an era that is
+ * not active, with its owner window open (own_run_open): the fence makes
+ * that window a non-owner one (section 4: the busy store visible before
+ * any load that follows), and the free goes on in it. Everything the fast
+ * path read is read again after the fence. Out of line, and the end of the
+ * window: cross-thread frees come here without free_general's checks and
+ * thread cache lookup, which the fast path has made already. */
+static __attribute__((noinline)) bool free_in_owner_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
+  atomic_thread_fence(memory_order_seq_cst);
+  bool ok = free_in_window(a, tc, p);
+  tslab_busy_exit(tc);
+  return ok ? true : fail_free(a, TSLAB_ERR_INVALID_POINTER);
+}
+
 /* The fast path: a live slot of a run this thread owns, in an open era
- * (own_run_enter); slab_index rejects a pointer outside the run's slots. */
+ * (own_run_open); slab_index rejects a pointer outside the run's slots. */
 TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
   if (likely(a != NULL)) {
     tslab_tcache_t* tc;
-    tslab_run_t* s = own_run_enter(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
+    tslab_run_t* s = own_run_open(a, (uintptr_t)p - (uintptr_t)a->base, &tc);
     if (likely(s != NULL)) {
       uint32_t idx = tslab_slab_index(s, p);
       int done;
@@ -547,6 +572,8 @@ TSLAB_API TSLAB_HOT bool tslab_free(tslab_t* a, void* p) {
         return true;
       }
       tslab_busy_exit(tc);
+    } else if (tc != NULL) {
+      return free_in_owner_window(a, tc, p);
     }
   }
   return free_general(a, p);

@@ -822,25 +822,49 @@ static inline tslab_run_t* tslab_run_of(tslab_t* a, const void* p) {
 
 /* A consistent view of the run of p for a non-owner, in a fenced window
  * (section 4): the descriptor is read under its `seq`, and the copy below is
- * what the caller acts on. */
+ * what the caller acts on. Inline: the non-owner free keeps the fields in
+ * registers instead of a copy in memory it reads back. */
 typedef struct tslab_run_view {
   tslab_run_t* r;
   uint8_t kind;
   uint8_t cls;
-  uint32_t obj_size, capacity, words, granules, slot_bytes;
+  uint32_t obj_size, capacity, granules, slot_bytes;
   uint64_t recip;
   uint8_t* start;
   uint64_t era;
   _Atomic uint64_t* bits;
   _Atomic uint64_t* starts;
 } tslab_run_view_t;
-TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* v);
+static inline bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* v) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+  if (off >= a->reserve) return false;
+  tslab_run_t* r = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
+  if (!r) return false;
+  uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+  if (seq & 1) return false;
+  v->r = r;
+  v->kind = atomic_load_explicit(&r->kind, memory_order_acquire);
+  v->start = TSLAB_RLOAD(r->start);
+  v->granules = TSLAB_RLOAD(r->granules);
+  v->cls = TSLAB_RLOAD(r->cls);
+  v->obj_size = TSLAB_RLOAD(r->obj_size);
+  v->capacity = TSLAB_RLOAD(r->capacity);
+  v->recip = TSLAB_RLOAD(r->recip);
+  v->slot_bytes = TSLAB_RLOAD(r->slot_bytes);
+  v->bits = TSLAB_RLOAD(r->bits);
+  v->starts = TSLAB_RLOAD(r->starts);
+  v->era = atomic_load_explicit(&r->era, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&r->seq, memory_order_relaxed) != seq) return false;
+  if ((uintptr_t)p - (uintptr_t)v->start >= ((uintptr_t)v->granules << TSLAB_GRANULE_SHIFT)) return false;
+  return v->kind == TSLAB_RUN_SLAB || v->kind == TSLAB_RUN_BLOCK || v->kind == TSLAB_RUN_LARGE;
+}
 
 /* slab.c */
 TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era);
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* v, uint32_t idx, bool* notified);
+TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, tslab_run_t* s, uint32_t idx, bool* notified);
 TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* remote_frees);
 TSLAB_INTERNAL bool tslab_run_live_add(tslab_run_t* s, int64_t delta);
@@ -1026,6 +1050,16 @@ static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
+}
+
+/* tslab_tcache_count_bin, inline when the bin counts for the era already
+ * (its class bit is set in the slot, which only the set-up sets): a thread
+ * that frees other threads' objects counts each free in its own bin. */
+static inline tslab_bin_t* tslab_counting_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
+  const tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+  if (likely(atomic_load_explicit(&sc->classes[cls >> 6], memory_order_relaxed) & (1ull << (cls & 63))))
+    return tslab_bin(a, tc, era, cls);
+  return tslab_tcache_count_bin(a, tc, era, cls);
 }
 
 

@@ -171,8 +171,7 @@ static bool detached_free(tslab_t* a, tslab_run_t* s, uint32_t idx) {
  * The metadata stays what the view says until the window ends (G1). Returns
  * whether the free took effect; *notify tells the caller to notify the
  * owner of an ARMED slab. */
-TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, const tslab_run_view_t* v, uint32_t idx, bool* notify) {
-  tslab_run_t* s = v->r;
+TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, tslab_run_t* s, uint32_t idx, bool* notify) {
   *notify = false;
   if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) return detached_free(a, s, idx);
   uint32_t w = idx >> 6;
@@ -266,32 +265,6 @@ TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s) {
   for (uint32_t w = 0; w < s->words; w++)
     if (atomic_load_explicit(&s->bits[2 * w + 1], memory_order_seq_cst)) return true;
   return false;
-}
-
-TSLAB_INTERNAL bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* v) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
-  if (off >= a->reserve) return false;
-  tslab_run_t* r = atomic_load_explicit(&a->map[off >> TSLAB_GRANULE_SHIFT], memory_order_acquire);
-  if (!r) return false;
-  uint32_t seq = atomic_load_explicit(&r->seq, memory_order_acquire);
-  if (seq & 1) return false;
-  v->r = r;
-  v->kind = atomic_load_explicit(&r->kind, memory_order_acquire);
-  v->start = TSLAB_RLOAD(r->start);
-  v->granules = TSLAB_RLOAD(r->granules);
-  v->cls = TSLAB_RLOAD(r->cls);
-  v->obj_size = TSLAB_RLOAD(r->obj_size);
-  v->capacity = TSLAB_RLOAD(r->capacity);
-  v->words = TSLAB_RLOAD(r->words);
-  v->recip = TSLAB_RLOAD(r->recip);
-  v->slot_bytes = TSLAB_RLOAD(r->slot_bytes);
-  v->bits = TSLAB_RLOAD(r->bits);
-  v->starts = TSLAB_RLOAD(r->starts);
-  v->era = atomic_load_explicit(&r->era, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
-  if (atomic_load_explicit(&r->seq, memory_order_relaxed) != seq) return false;
-  if ((uintptr_t)p - (uintptr_t)v->start >= ((uintptr_t)v->granules << TSLAB_GRANULE_SHIFT)) return false;
-  return v->kind == TSLAB_RUN_SLAB || v->kind == TSLAB_RUN_BLOCK || v->kind == TSLAB_RUN_LARGE;
 }
 
 /* fork child: run s, attached to a cache whose thread was inside a window

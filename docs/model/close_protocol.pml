@@ -8,7 +8,7 @@
  *   owner  - thread T0 with cache C0: registers as a user of e (7.2) and
  *            formats S on its first allocation, allocates, frees (the local
  *            fast path while e is ACTIVE and S is its own, the non-owner path
- *            otherwise), collects remote frees (refill, flush), exits (flush,
+ *            otherwise, in the same window after a fence), collects remote frees (refill, flush), exits (flush,
  *            retire S if empty, abandon, hand its objects to others) and goes
  *            on as the thread that adopts C0; it may be the closer itself,
  *            between two of its calls; at the end, once every other free has
@@ -499,17 +499,18 @@ inline owner_free(i, st, own, m, old, tmp, r) {
      fi;
 #endif
      own = 0
-  :: else -> own = 1                                     /* to the general path */
+  :: else -> own = 1                                     /* the non-owner path */
   fi;
-  busy_leave(0);
   if
-  :: own ->
-     busy_enter_fenced(0);
+  :: own ->                                              /* in the same window, made a non-owner one */
+#ifndef NO_WINDOW_FENCE
+     fence(0);
+#endif
      st = state;
-     nonowner_free(0, i, st, m, old);
-     busy_leave(0)
+     nonowner_free(0, i, st, m, old)
   :: else -> skip
   fi;
+  busy_leave(0);
   inflight--
 }
 
