@@ -215,7 +215,7 @@ TSLAB_API TSLAB_HOT void* tslab_alloc(tslab_t* a, size_t size, tslab_epoch_t e) 
         /* The size anew: reusing the check's size - 1 for the class would keep
          * it in a callee-saved register, saved and restored on every call. */
         __asm__("" : "+r"(size));
-        tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
+        tslab_bin_t* bin = tslab_bin_of_size(a, tc, slot, size);
         /* One register for the bin: left to itself the compiler derives its
          * fields from two differently offset bases. */
         __asm__("" : "+r"(bin));
@@ -267,7 +267,7 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
     tslab_busy_enter(tc);
     if (atomic_load_explicit(&a->ring[slot].state, memory_order_seq_cst) == TSLAB_STATE(e, TSLAB_EPOCH_ACTIVE) &&
         tslab_unit_round(size) > sc->room) {
-      tslab_bin_t* bin = tslab_bin_at(a, tc, slot, tslab_class_of(size));
+      tslab_bin_t* bin = tslab_bin_of_size(a, tc, slot, size);
       uint64_t m = atomic_load_explicit(&bin->mask, memory_order_relaxed);
       uint32_t n = atomic_load_explicit(&bin->stack_len, memory_order_relaxed);
       /* The run bin_take takes from. */

@@ -69,6 +69,8 @@ TSLAB_API tslab_t* tslab_create(const tslab_config_t* config) {
   a->ring_size = c.epoch_ring_size;
   a->ring_mask = c.epoch_ring_size - 1;
   a->ring_shift = (uint32_t)__builtin_ctz(c.epoch_ring_size);
+  for (uint32_t i = 0; i < TSLAB_CLASS_INDEX_ENTRIES; i++)
+    a->bin_of_size[i] = (uint16_t)tslab_bin_index(a, 0, tslab_class_index[i]);
   /* reserve_bytes is what the instance asks for; where the system grants
    * less address space (a ulimit -v, a sandbox, a tool), it takes the
    * largest half, quarter, ... it can get, down to 1/64 or 1 GiB, and

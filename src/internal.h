@@ -635,6 +635,12 @@ struct tslab {
   _Atomic uint64_t sample_tick, samples, sample_wall, sample_cpu, sample_wall_max;
 
   void* http;                         /* owned by src/http.c */
+
+  /* Per entry of tslab_class_index: the index in a cache's bins of the bin
+   * of that class in ring slot 0 (tslab_bin_at; the bin of slot s is at
+   * this index ^ s). Written by tslab_create; the allocation fast path's
+   * one load for its bin. */
+  uint16_t bin_of_size[TSLAB_CLASS_INDEX_ENTRIES];
 };
 _Static_assert(offsetof(struct tslab, ring) + sizeof(void*) <= 64, "the fast paths' fields share one line");
 
@@ -1038,14 +1044,32 @@ static inline tslab_tcache_t* tslab_cache_first(tslab_t* a) {
 }
 
 /* Bins are laid out class-major: the bins of one class in every ring slot
- * share a page, so a thread whose epochs cycle through the ring touches a
- * page or two per class it uses. (Slot-major, a slot's 80 bins in 20 KiB,
- * was 3-9% faster on mixed sizes, fewer pages to translate, but touched up
- * to five pages per ring slot a thread uses: docs/BENCHMARKS.md.) */
+ * share a page or two, so a thread whose epochs cycle through the ring
+ * touches a page or two per class it uses. (Slot-major, a slot's 80 bins in
+ * 20 KiB, was 3-9% faster on mixed sizes, fewer pages to translate, but
+ * touched up to five pages per ring slot a thread uses: docs/BENCHMARKS.md.)
+ * Within a class the slots are skewed, slot s of class c at position
+ * s ^ (c & ring_mask): one epoch's bins of consecutive classes lie 8 KiB
+ * apart (16 bins of 512 bytes), so without the skew the first line of every
+ * bin of one epoch, the line the fast paths read, falls in the same L1 set
+ * (a set holds 8 lines: a program of many sizes missed on most allocations
+ * and frees). The skew spreads them over 8 sets and costs no instruction:
+ * the fast path reads the index of slot 0 from the instance's table
+ * (bin_of_size) and takes it ^ s. */
 static inline size_t tslab_bins_count(const tslab_t* a) { return (size_t)a->ring_size * TSLAB_CLASSES; }
 
+static inline size_t tslab_bin_index(const tslab_t* a, uint32_t slot, uint32_t cls) {
+  return ((size_t)cls << a->ring_shift) | ((cls & a->ring_mask) ^ slot);
+}
+
 static inline tslab_bin_t* tslab_bin_at(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, uint32_t cls) {
-  return &tc->bins[((size_t)cls << a->ring_shift) | slot];
+  return &tc->bins[tslab_bin_index(a, slot, cls)];
+}
+
+/* The bin of the class of `size` (1..TSLAB_SMALL_MAX) in ring slot `slot`. */
+_Static_assert((size_t)TSLAB_RING_MAX * TSLAB_CLASSES <= UINT16_MAX + 1u, "bin_of_size holds any bin index");
+static inline tslab_bin_t* tslab_bin_of_size(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, size_t size) {
+  return &tc->bins[a->bin_of_size[(size + 7) >> 3] ^ slot];
 }
 
 static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
