@@ -420,6 +420,7 @@ typedef struct tslab_counts {
  * the instance's and every cache's. */
 typedef struct tslab_events {
   _Atomic uint64_t epochs_opened, epochs_closed, epochs_freed_all, objects_ended, blocks_created, blocks_reused;
+  _Atomic uint64_t slabs_created; /* slabs formatted and spans created */
 } tslab_events_t;
 
 struct tslab_tcache {
@@ -622,12 +623,12 @@ struct tslab {
    * closer and the grace clock wait for zero (read-modify-writes give the
    * fence). */
   _Atomic uint64_t cacheless_busy;
-  _Atomic uint64_t slabs_created, slabs_recycled, release_calls, release_bytes, release_failures;
+  _Atomic uint64_t slabs_recycled; /* heap mutex holder writes (plain adds); statistics read */
+  _Atomic uint64_t release_calls, release_bytes, release_failures;
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES]; /* slabs in use per class (blocks are counted by walks) */
   tslab_events_t events;              /* of threads without a cache */
   _Atomic uint64_t epochs_forced;
   _Atomic uint64_t resident_bytes;    /* runs handed out, in a reserve or dirty, not released */
-  _Atomic uint64_t reserve_bytes;     /* the hot reserve (section 5) */
   _Atomic uint64_t meta_bytes;
 
   /* Slow-path sampling. */
@@ -674,6 +675,14 @@ static inline void tslab_era_count_exit(tslab_epoch_slot_t* es) {
 static inline void tslab_era_count_run_closing(tslab_epoch_slot_t* es, int64_t runs, int64_t bytes) {
   atomic_fetch_add_explicit(&es->slabs, (uint64_t)runs, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->slab_bytes, (uint64_t)bytes, memory_order_relaxed);
+}
+/* The same by the owner of a run of `era`, inside its busy window with the
+ * era ACTIVE and its cache registered as a user (a refill's new slab, a
+ * free's empty one): a close of the era waits for that window (7.3), so the
+ * slot cannot be opened again meanwhile and no bracket is needed. A slab
+ * round trip took eight locked instructions for its era's counts. */
+static inline void tslab_era_count_run_owned(tslab_t* a, uint64_t era, int64_t runs, int64_t bytes) {
+  tslab_era_count_run_closing(&a->slots[era & a->ring_mask], runs, bytes);
 }
 /* The same by anyone else, bracketed. */
 static inline void tslab_era_count_run(tslab_t* a, uint64_t era, int64_t runs, int64_t bytes) {
@@ -878,6 +887,9 @@ TSLAB_INTERNAL void tslab_era_list_push_locked(tslab_epoch_slot_t* es, tslab_run
 TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_run_t* r);
 TSLAB_INTERNAL void tslab_run_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list);
+/* tslab_run_retire by the slab's owner, in its busy window with the slab's
+ * era ACTIVE (tslab_tcache_settle): its era count needs no bracket. */
+TSLAB_INTERNAL void tslab_slab_retire_owned(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 

@@ -28,7 +28,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   atomic_fetch_add_explicit(&es->slabs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->slab_bytes, bytes, memory_order_relaxed);
   atomic_fetch_add_explicit(&a->large_allocs, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->slabs_created, 1, memory_order_relaxed);
+  TSLAB_COUNT_EVENT(a, tc, slabs_created, 1);
   atomic_fetch_add_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
   tslab_run_publish(a, r, TSLAB_RUN_LARGE);
   return r->start;

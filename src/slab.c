@@ -39,9 +39,10 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   atomic_store_explicit(&s->owner, tc, memory_order_relaxed);
   atomic_store_explicit(&s->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&s->mode, TSLAB_ATTACHED, memory_order_relaxed);
-  atomic_fetch_add_explicit(&a->slabs_created, 1, memory_order_relaxed);
+  TSLAB_COUNT_EVENT(a, tc, slabs_created, 1);
   atomic_fetch_add_explicit(&a->cls_slabs[cls], 1, memory_order_relaxed);
-  tslab_era_count_run(a, era, 1, (int64_t)s->granules << TSLAB_GRANULE_SHIFT);
+  /* A refill's, in the owner's window with the era ACTIVE (alloc.c). */
+  tslab_era_count_run_owned(a, era, 1, (int64_t)s->granules << TSLAB_GRANULE_SHIFT);
   tslab_run_publish(a, s, TSLAB_RUN_SLAB);
   return s;
 }
@@ -77,9 +78,9 @@ static void era_list_unlink(tslab_t* a, tslab_run_t* r) {
 /* Empty runs (linked through heap_next, of one era) leave use: their era's
  * and class's counts drop and the heap takes them, into the dirty pool while
  * it has room, else released in as few calls as their addresses allow.
- * Called by exactly one party per run (C1). */
-TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
-  if (!list) return;
+ * Called by exactly one party per run (C1); `owned`: by the owner of the
+ * runs, in its busy window with their era ACTIVE (tslab_era_count_run_owned). */
+static void runs_retire(tslab_t* a, tslab_run_t* list, bool owned) {
   uint64_t era = atomic_load_explicit(&list->era, memory_order_relaxed);
   for (tslab_run_t* s = list; s; s = s->heap_next) {
     if (s->in_era_list) era_list_unlink(a, s);
@@ -87,8 +88,11 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
      * for its era once its closer counted it (7.5). */
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
     if (!block || s->era_counted) {
-      size_t bytes = (size_t)s->granules << TSLAB_GRANULE_SHIFT;
-      tslab_era_count_run(a, atomic_load_explicit(&s->era, memory_order_relaxed), -1, -(int64_t)bytes);
+      int64_t bytes = -(int64_t)((size_t)s->granules << TSLAB_GRANULE_SHIFT);
+      if (owned)
+        tslab_era_count_run_owned(a, era, -1, bytes);
+      else
+        tslab_era_count_run(a, era, -1, bytes);
     }
     if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
     tslab_hook_point(TSLAB_HOOK_RETIRE_COUNTED);
@@ -102,9 +106,18 @@ TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
   if (released) tslab_era_count_released(a, era, released);
 }
 
+TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
+  if (list) runs_retire(a, list, false);
+}
+
 TSLAB_INTERNAL void tslab_run_retire(tslab_t* a, tslab_run_t* s) {
   s->heap_next = NULL;
-  tslab_runs_retire(a, s);
+  runs_retire(a, s, false);
+}
+
+TSLAB_INTERNAL void tslab_slab_retire_owned(tslab_t* a, tslab_run_t* s) {
+  s->heap_next = NULL;
+  runs_retire(a, s, true);
 }
 
 /* The slots of `bits` in word w were freed through remote bits: their

@@ -105,6 +105,7 @@ static void events_add(tslab_stats_global_t* out, tslab_events_t* e) {
   out->objects_ended_total += ld(&e->objects_ended);
   out->blocks_created_total += ld(&e->blocks_created);
   out->blocks_reused_total += ld(&e->blocks_reused);
+  out->slabs_created_total += ld(&e->slabs_created);
 }
 
 TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
@@ -184,7 +185,6 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   out->resident_estimate_bytes = ld(&a->resident_bytes);
   out->metadata_bytes = ld(&a->meta_bytes) + t.bins_in_use * sizeof(tslab_bin_t) +
                         ld(&a->ncaches) * (sizeof(tslab_tcache_t) + a->ring_size * sizeof(tslab_slot_cache_t));
-  out->slabs_created_total = ld(&a->slabs_created);
   out->slabs_recycled_total = ld(&a->slabs_recycled);
   out->release_calls_total = ld(&a->release_calls);
   out->release_bytes_total = ld(&a->release_bytes);

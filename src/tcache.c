@@ -587,7 +587,7 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
     }
     bin_unstack_run(s->bin, s);
     tslab_tcache_unlink_run(tc, s);
-    tslab_run_retire(a, s);
+    tslab_slab_retire_owned(a, s);
   } else if (s->list == TSLAB_LIST_PARKED) {
     /* Back on the ready list once an eighth of its slots are free (3.2).
      * Until then it stays parked, armed again if a drain disarmed it, or
