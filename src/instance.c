@@ -182,7 +182,7 @@ TSLAB_API size_t tslab_check(tslab_t* a, char* report, size_t cap) {
     snprintf(report, cap, "the reserves hold %llu blocks, the heap %llu reserved runs", (unsigned long long)reserved,
              (unsigned long long)reserved_runs);
   for (uint32_t c = 0; c <= TSLAB_CLASSES; c++) {
-    uint64_t counted = c < TSLAB_CLASSES ? atomic_load(&a->cls_slabs[c]) : blocks;
+    uint64_t counted = c < TSLAB_CLASSES ? tslab_class_slabs(a, c) : blocks;
     if (counted != runs[c] && bad++ == 0 && report && cap)
       snprintf(report, cap, "%s %u: counters say %llu runs, the heap holds %llu", c == TSLAB_CLASSES ? "blocks" : "class",
                c, (unsigned long long)counted, (unsigned long long)runs[c]);

@@ -453,6 +453,11 @@ struct tslab_tcache {
   _Atomic uint64_t ever_classes[2];
   tslab_counts_t late[TSLAB_CLASSES + 1];
   tslab_events_t events;
+  /* Slabs in use per class, as far as this cache's thread formatted them
+   * or, as their owner, retired them (owner adds, modulo 2^64: a slab one
+   * thread formats and another party retires leaves +1 here and -1 in the
+   * instance's cls_slabs). tslab_class_slabs sums them. */
+  _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */
   bool forked_busy;
@@ -625,7 +630,10 @@ struct tslab {
   _Atomic uint64_t cacheless_busy;
   _Atomic uint64_t slabs_recycled; /* heap mutex holder writes (plain adds); statistics read */
   _Atomic uint64_t release_calls, release_bytes, release_failures;
-  _Atomic uint64_t cls_slabs[TSLAB_CLASSES]; /* slabs in use per class (blocks are counted by walks) */
+  /* Slabs in use per class (blocks are counted by walks): the retires of
+   * parties other than a slab's owner (atomic subs, modulo 2^64), to which
+   * tslab_class_slabs adds the caches' own counts. */
+  _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
   tslab_events_t events;              /* of threads without a cache */
   _Atomic uint64_t epochs_forced;
   _Atomic uint64_t resident_bytes;    /* runs handed out, in a reserve or dirty, not released */
@@ -887,9 +895,10 @@ TSLAB_INTERNAL void tslab_era_list_push_locked(tslab_epoch_slot_t* es, tslab_run
 TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_run_t* r);
 TSLAB_INTERNAL void tslab_run_retire(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list);
-/* tslab_run_retire by the slab's owner, in its busy window with the slab's
- * era ACTIVE (tslab_tcache_settle): its era count needs no bracket. */
-TSLAB_INTERNAL void tslab_slab_retire_owned(tslab_t* a, tslab_run_t* s);
+/* tslab_run_retire by the slab's owner tc, in its busy window with the
+ * slab's era ACTIVE (tslab_tcache_settle): its counts need no locked
+ * instruction. */
+TSLAB_INTERNAL void tslab_slab_retire_owned(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s);
 TSLAB_INTERNAL bool tslab_slab_arm(tslab_run_t* s);
 TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report, size_t cap);
 
@@ -986,6 +995,8 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
                                              bool ending);
 /* The counts of the slot's era held by this cache (current less base). */
 TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
+/* Slabs of class cls in use: the instance's count and every cache's. */
+TSLAB_INTERNAL uint64_t tslab_class_slabs(tslab_t* a, uint32_t cls);
 /* The bin of (era, cls), counting for the era (owner, era active, claimed). */
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls);
 TSLAB_INTERNAL void tslab_tcache_notify(tslab_tcache_t* tc, tslab_run_t* s);

@@ -40,7 +40,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   atomic_store_explicit(&s->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&s->mode, TSLAB_ATTACHED, memory_order_relaxed);
   TSLAB_COUNT_EVENT(a, tc, slabs_created, 1);
-  atomic_fetch_add_explicit(&a->cls_slabs[cls], 1, memory_order_relaxed);
+  tslab_owner_add(&tc->cls_slabs[cls], 1);
   /* A refill's, in the owner's window with the era ACTIVE (alloc.c). */
   tslab_era_count_run_owned(a, era, 1, (int64_t)s->granules << TSLAB_GRANULE_SHIFT);
   tslab_run_publish(a, s, TSLAB_RUN_SLAB);
@@ -78,9 +78,10 @@ static void era_list_unlink(tslab_t* a, tslab_run_t* r) {
 /* Empty runs (linked through heap_next, of one era) leave use: their era's
  * and class's counts drop and the heap takes them, into the dirty pool while
  * it has room, else released in as few calls as their addresses allow.
- * Called by exactly one party per run (C1); `owned`: by the owner of the
- * runs, in its busy window with their era ACTIVE (tslab_era_count_run_owned). */
-static void runs_retire(tslab_t* a, tslab_run_t* list, bool owned) {
+ * Called by exactly one party per run (C1); `owned`: the cache of the
+ * runs' owner, when it retires them in its busy window with their era
+ * ACTIVE (tslab_era_count_run_owned; its own class counts), else NULL. */
+static void runs_retire(tslab_t* a, tslab_run_t* list, tslab_tcache_t* owned) {
   uint64_t era = atomic_load_explicit(&list->era, memory_order_relaxed);
   for (tslab_run_t* s = list; s; s = s->heap_next) {
     if (s->in_era_list) era_list_unlink(a, s);
@@ -94,7 +95,10 @@ static void runs_retire(tslab_t* a, tslab_run_t* list, bool owned) {
       else
         tslab_era_count_run(a, era, -1, bytes);
     }
-    if (!block) atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+    if (!block && owned)
+      tslab_owner_add(&owned->cls_slabs[s->cls], (uint64_t)-1);
+    else if (!block)
+      atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
     tslab_hook_point(TSLAB_HOOK_RETIRE_COUNTED);
     atomic_store_explicit(&s->owner, NULL, memory_order_release);
   }
@@ -107,17 +111,17 @@ static void runs_retire(tslab_t* a, tslab_run_t* list, bool owned) {
 }
 
 TSLAB_INTERNAL void tslab_runs_retire(tslab_t* a, tslab_run_t* list) {
-  if (list) runs_retire(a, list, false);
+  if (list) runs_retire(a, list, NULL);
 }
 
 TSLAB_INTERNAL void tslab_run_retire(tslab_t* a, tslab_run_t* s) {
   s->heap_next = NULL;
-  runs_retire(a, s, false);
+  runs_retire(a, s, NULL);
 }
 
-TSLAB_INTERNAL void tslab_slab_retire_owned(tslab_t* a, tslab_run_t* s) {
+TSLAB_INTERNAL void tslab_slab_retire_owned(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s) {
   s->heap_next = NULL;
-  runs_retire(a, s, true);
+  runs_retire(a, s, tc);
 }
 
 /* The slots of `bits` in word w were freed through remote bits: their
@@ -464,7 +468,10 @@ TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a) {
       tslab_era_list_push_locked(es, s);
     }
   }
-  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) atomic_store(&a->cls_slabs[c], counts[c]);
+  for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
+    atomic_store(&a->cls_slabs[c], counts[c]);
+    for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) atomic_store(&tc->cls_slabs[c], 0);
+  }
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     atomic_store(&a->slots[slot].slabs, era_runs[slot]);
     atomic_store(&a->slots[slot].slab_bytes, era_bytes[slot]);

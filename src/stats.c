@@ -125,7 +125,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
     out->live_objects += live_of(t.allocs[c], t.frees[c]);
     if (c < TSLAB_CLASSES) {
       out->live_bytes += live_of(t.allocs[c], t.frees[c]) * tslab_classes[c].size;
-      out->slabs_in_use += ld(&a->cls_slabs[c]);
+      out->slabs_in_use += tslab_class_slabs(a, c);
     }
   }
   out->allocations_total += large_allocs;
@@ -219,7 +219,7 @@ static void fill_class(const class_totals_t* t, tslab_t* a, uint32_t index, tsla
   out->cross_thread_frees_total = t->xfrees[index];
   out->slow_path_total = t->slow[index];
   out->live_objects = live_of(t->allocs[index], t->frees[index]);
-  out->slabs = ld(&a->cls_slabs[index]);
+  out->slabs = tslab_class_slabs(a, index);
 }
 
 TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out) {

@@ -479,6 +479,16 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
                           memory_order_release);
 }
 
+/* The counts are read one by one while slabs come and go: a read that sees
+ * a retire by another party but not the slab's format in its owner's cache
+ * would sum below zero, so the sum stops at zero (exact at quiescence). */
+TSLAB_INTERNAL uint64_t tslab_class_slabs(tslab_t* a, uint32_t cls) {
+  uint64_t n = atomic_load_explicit(&a->cls_slabs[cls], memory_order_relaxed);
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    n += atomic_load_explicit(&tc->cls_slabs[cls], memory_order_relaxed);
+  return (int64_t)n < 0 ? 0 : n;
+}
+
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
   tslab_bin_t* bin = tslab_bin(a, tc, era, cls);
   bin_count_for_era(a, tc, &tc->slots[era & a->ring_mask], bin);
@@ -587,7 +597,7 @@ TSLAB_INTERNAL void tslab_tcache_settle(tslab_t* a, tslab_tcache_t* tc, tslab_ru
     }
     bin_unstack_run(s->bin, s);
     tslab_tcache_unlink_run(tc, s);
-    tslab_slab_retire_owned(a, s);
+    tslab_slab_retire_owned(a, tc, s);
   } else if (s->list == TSLAB_LIST_PARKED) {
     /* Back on the ready list once an eighth of its slots are free (3.2).
      * Until then it stays parked, armed again if a drain disarmed it, or
