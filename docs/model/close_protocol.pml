@@ -117,6 +117,9 @@
  *   -DFENCE_FALLBACK      with NO_MEMBARRIER: every owner window fences after
  *                         its busy store, as where membarrier is missing (passes)
  *   -DNO_WINDOW_FENCE     non-owner windows open without their fence (fails)
+ *   -DNO_OWNER_FENCE      a free that finds the run not its own goes on in its
+ *                         owner window without the fence that makes it a
+ *                         non-owner one (fails)
  *   -DSTATE_KEYED         a non-owner free takes the detached path whenever
  *                         the era is not ACTIVE, without reading `mode` (fails)
  *   -DNO_MODE_RECHECK     a non-owner free does not re-read `mode` after its
@@ -503,7 +506,7 @@ inline owner_free(i, st, own, m, old, tmp, r) {
   fi;
   if
   :: own ->                                              /* in the same window, made a non-owner one */
-#ifndef NO_WINDOW_FENCE
+#if !defined(NO_WINDOW_FENCE) && !defined(NO_OWNER_FENCE)
      fence(0);
 #endif
      st = state;

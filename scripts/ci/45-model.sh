@@ -86,6 +86,7 @@ run "free-all, block, 2 slots, $(bounds "$block")" pass "-DFREE_ALL -DBLOCK $blo
 bug="-DSAFETY -DNOCLAIM"
 run "bug: no membarrier" fail "-DNO_MEMBARRIER" "$bug" ""
 run "bug: non-owner window without its fence" fail "-DNO_WINDOW_FENCE" "$bug" ""
+run "bug: owner window made a non-owner one without its fence" fail "-DNO_OWNER_FENCE" "$bug" ""
 run "bug: non-owner free keyed on the era state" fail "-DSTATE_KEYED" "$bug" ""
 run "bug: no re-check of mode after fetch_or" fail "-DNO_MODE_RECHECK" "$bug" ""
 run "bug: registration without re-reading the era state" fail "-DNO_USER_REREAD" "$bug" ""
