@@ -995,7 +995,10 @@ TSLAB_INTERNAL void tslab_tcache_detach_slot(tslab_t* a, tslab_tcache_t* tc, uin
                                              bool ending);
 /* The counts of the slot's era held by this cache (current less base). */
 TSLAB_INTERNAL void tslab_tcache_era_counts(tslab_t* a, tslab_tcache_t* tc, uint32_t slot, tslab_fold_t* sum);
-/* Slabs of class cls in use: the instance's count and every cache's. */
+/* Slabs of class cls in use: the instance's count and every cache's,
+ * modulo 2^64 (exact at quiescence, which tslab_check compares; a reader
+ * while slabs come and go may meet a retire by another party but not the
+ * slab's format in its owner's cache, and sum below zero). */
 TSLAB_INTERNAL uint64_t tslab_class_slabs(tslab_t* a, uint32_t cls);
 /* The bin of (era, cls), counting for the era (owner, era active, claimed). */
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls);

@@ -95,6 +95,13 @@ static void sum_classes(tslab_t* a, class_totals_t* t) {
   }
 }
 
+/* Slabs of a class in use as statistics report them: a sum that a read
+ * racing with slabs coming and going took below zero reads as none. */
+static uint64_t class_slabs_read(tslab_t* a, uint32_t cls) {
+  uint64_t n = tslab_class_slabs(a, cls);
+  return (int64_t)n < 0 ? 0 : n;
+}
+
 TSLAB_API uint32_t tslab_class_count(tslab_t* a) { return a ? TSLAB_CLASSES : 0; }
 
 /* Add one cache's (or the instance's) event counts to the totals. */
@@ -125,7 +132,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
     out->live_objects += live_of(t.allocs[c], t.frees[c]);
     if (c < TSLAB_CLASSES) {
       out->live_bytes += live_of(t.allocs[c], t.frees[c]) * tslab_classes[c].size;
-      out->slabs_in_use += tslab_class_slabs(a, c);
+      out->slabs_in_use += class_slabs_read(a, c);
     }
   }
   out->allocations_total += large_allocs;
@@ -219,7 +226,7 @@ static void fill_class(const class_totals_t* t, tslab_t* a, uint32_t index, tsla
   out->cross_thread_frees_total = t->xfrees[index];
   out->slow_path_total = t->slow[index];
   out->live_objects = live_of(t->allocs[index], t->frees[index]);
-  out->slabs = tslab_class_slabs(a, index);
+  out->slabs = class_slabs_read(a, index);
 }
 
 TSLAB_API int tslab_stats_class(tslab_t* a, uint32_t index, tslab_stats_class_t* out) {

@@ -479,14 +479,11 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
                           memory_order_release);
 }
 
-/* The counts are read one by one while slabs come and go: a read that sees
- * a retire by another party but not the slab's format in its owner's cache
- * would sum below zero, so the sum stops at zero (exact at quiescence). */
 TSLAB_INTERNAL uint64_t tslab_class_slabs(tslab_t* a, uint32_t cls) {
   uint64_t n = atomic_load_explicit(&a->cls_slabs[cls], memory_order_relaxed);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
     n += atomic_load_explicit(&tc->cls_slabs[cls], memory_order_relaxed);
-  return (int64_t)n < 0 ? 0 : n;
+  return n;
 }
 
 TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
