@@ -61,7 +61,7 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
 static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
   tslab_run_t* b = tslab_heap_alloc(a, tc, TSLAB_BLOCK_GRANULES, 1);
   if (!b) return NULL;
-  if (!tslab_heap_bitmaps(a, b, TSLAB_BLOCK_WORDS, true)) {
+  if (!tslab_heap_bitmaps(a, tc, b, TSLAB_BLOCK_WORDS, true)) {
     tslab_heap_retire(a, b, false);
     return NULL;
   }
@@ -89,8 +89,16 @@ static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, 
     pthread_mutex_lock(&a->heap.mu);
     tslab_run_t* d = tslab_heap_fresh_desc(a, tc, b);
     pthread_mutex_unlock(&a->heap.mu);
-    if (!d || !tslab_heap_bitmaps(a, d, TSLAB_BLOCK_WORDS, true)) {
-      if (d) tslab_heap_retire(a, d, false);
+    if (!d) {
+      /* No descriptor (metadata exhausted): the block, off its reserve,
+       * goes back to the heap, which formats it again only after its
+       * grace period (G2). */
+      atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
+      tslab_heap_retire(a, b, false);
+      return NULL;
+    }
+    if (!tslab_heap_bitmaps(a, tc, d, TSLAB_BLOCK_WORDS, true)) {
+      tslab_heap_retire(a, d, false);
       return NULL;
     }
     b = d;

@@ -54,20 +54,37 @@ static bool waits_reserve(tslab_grace_t* g) {
   return true;
 }
 
+/* No window of another cache is open now: then none can act on metadata
+ * retired before this call (the store-buffering argument of G1, with the
+ * fence here on the retirer's side). The common case of a thread reusing
+ * its own drained block while the other threads are outside the allocator
+ * costs a fence and one load per cache, and no write. */
+static bool all_quiet(tslab_t* a, const tslab_tcache_t* self) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&a->cacheless_busy, memory_order_seq_cst)) return false;
+  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+    if (tc != self && (atomic_load_explicit(&tc->busy, memory_order_seq_cst) & 1)) return false;
+  return true;
+}
+
 /* Start a grace period for every stamp up to the current generation. A
- * window the table has no room for makes the seal keep waiting on the
- * instance as a whole (`cacheless_seen`), which only delays completion. */
+ * window the table has no room for (the table could not grow) makes the
+ * seal wait for a moment when no window of any cache but the sealer's is
+ * open (`overflow`): each window open at the seal has ended by then. Only
+ * the caches the table holds are waited for one by one. */
 static void seal_locked(tslab_t* a, const tslab_tcache_t* self) {
   tslab_grace_t* g = &a->grace;
   uint64_t sealed = atomic_fetch_add_explicit(&g->gen, 1, memory_order_seq_cst);
   atomic_thread_fence(memory_order_seq_cst);
   g->nwaits = 0;
+  g->overflow = false;
+  g->sealer = self;
   g->cacheless_seen = atomic_load_explicit(&a->cacheless_busy, memory_order_seq_cst) != 0;
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     uint64_t v = atomic_load_explicit(&tc->busy, memory_order_seq_cst);
     if (!(v & 1) || tc == self) continue;
     if (!waits_reserve(g)) {
-      g->cacheless_seen = true;
+      g->overflow = true;
       continue;
     }
     g->waits[g->nwaits++] = (tslab_grace_wait_t){&tc->busy, v};
@@ -86,23 +103,11 @@ static void check_locked(tslab_t* a) {
   g->nwaits = n;
   if (g->cacheless_seen && atomic_load_explicit(&a->cacheless_busy, memory_order_acquire) == 0)
     g->cacheless_seen = false;
-  if (n == 0 && !g->cacheless_seen) {
+  if (g->overflow && all_quiet(a, g->sealer)) g->overflow = false;
+  if (n == 0 && !g->cacheless_seen && !g->overflow) {
     atomic_store_explicit(&g->done, g->sealed + 1, memory_order_release);
     g->sealed = 0;
   }
-}
-
-/* No window of another cache is open now: then none can act on metadata
- * retired before this call (the store-buffering argument of G1, with the
- * fence here on the retirer's side). The common case of a thread reusing
- * its own drained block while the other threads are outside the allocator
- * costs a fence and one load per cache, and no write. */
-static bool all_quiet(tslab_t* a, const tslab_tcache_t* self) {
-  atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&a->cacheless_busy, memory_order_seq_cst)) return false;
-  for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
-    if (tc != self && (atomic_load_explicit(&tc->busy, memory_order_seq_cst) & 1)) return false;
-  return true;
 }
 
 TSLAB_INTERNAL bool tslab_grace_quiet(tslab_t* a, const tslab_tcache_t* self) { return all_quiet(a, self); }

@@ -692,27 +692,37 @@ TSLAB_INTERNAL void tslab_run_publish(tslab_t* a, tslab_run_t* r, uint8_t kind) 
   }
 }
 
-static _Atomic uint64_t* bitmap_new(tslab_t* a, uint32_t words) {
-  void* p = pop_block(&a->heap.free_words[words]);
-  if (!p) p = meta_alloc(a, (size_t)words * 16);
-  return (_Atomic uint64_t*)p;
+/* A metadata block from its free list, else from the region (heap mutex).
+ * When the region is full, the descriptors in limbo whose grace period has
+ * passed give theirs back first: their bitmaps return to the free lists
+ * only with them, so a region that filled up while one thread held a window
+ * open (each reuse under it took a fresh descriptor, section 4) recovers
+ * once that window ends. */
+static void* meta_block(tslab_t* a, const tslab_tcache_t* self, void** list, size_t bytes) {
+  void* p = pop_block(list);
+  if (!p) p = meta_alloc(a, bytes);
+  if (!p && a->heap.limbo_head) {
+    limbo_reclaim(a, self);
+    p = pop_block(list);
+  }
+  return p;
 }
 
-TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words, bool starts) {
+TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, uint32_t words,
+                                       bool starts) {
   tslab_heap_t* h = &a->heap;
   if (r->bits_cap == words && (!starts || r->starts)) return true;
   pthread_mutex_lock(&h->mu);
   bool ok = true;
   if (r->bits_cap != words) {
     if (r->bits) push_block(&h->free_words[r->bits_cap], (void*)r->bits);
-    _Atomic uint64_t* bits = bitmap_new(a, words);
+    _Atomic uint64_t* bits = (_Atomic uint64_t*)meta_block(a, self, &h->free_words[words], (size_t)words * 16);
     TSLAB_RSTORE(r->bits, bits);
     r->bits_cap = bits ? (uint16_t)words : 0;
     ok = bits != NULL;
   }
   if (ok && starts && !r->starts) {
-    void* p = pop_block(&h->free_starts);
-    if (!p) p = meta_alloc(a, (TSLAB_BLOCK_WORDS + 1) * sizeof(uint64_t));
+    void* p = meta_block(a, self, &h->free_starts, (TSLAB_BLOCK_WORDS + 1) * sizeof(uint64_t));
     TSLAB_RSTORE(r->starts, (_Atomic uint64_t*)p);
     ok = p != NULL;
   }

@@ -255,6 +255,11 @@ typedef struct tslab_grace {
   _Atomic uint64_t done;      /* every stamp below this has passed */
   uint64_t sealed;            /* the generation a pending seal waits for, 0 = none */
   bool cacheless_seen;        /* the pending seal saw non-owner windows without a cache */
+  /* The pending seal found an open window its table had no room for (the
+   * table could not grow): it completes only at a moment when no window of
+   * a cache but the sealer's is open (grace.c). */
+  bool overflow;
+  const struct tslab_tcache* sealer;
   tslab_grace_wait_t* waits;  /* windows the pending seal waits for (mu) */
   size_t nwaits, cap;
   size_t waits_bytes;
@@ -797,7 +802,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
                                              size_t align_granules);
 /* Give the run bitmaps for `words` words (and start bits), keeping the
  * ones it has when they fit; false when metadata runs out. */
-TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, tslab_run_t* r, uint32_t words, bool starts);
+TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, uint32_t words,
+                                       bool starts);
 TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity);
 /* Swap r's descriptor for a fresh one (heap mutex; r goes to limbo): the
  * caller is about to format a run whose descriptor has not passed its grace

@@ -21,7 +21,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   const tslab_class_info_t* ci = &tslab_classes[cls];
   tslab_run_t* s = tslab_heap_alloc(a, tc, ci->granules, 1);
   if (!s) return NULL;
-  if (!tslab_heap_bitmaps(a, s, ci->words, false)) {
+  if (!tslab_heap_bitmaps(a, tc, s, ci->words, false)) {
     tslab_heap_retire(a, s, false);
     return NULL;
   }

@@ -4,6 +4,8 @@
  * changed byte in a live object, and the allocator must work again once the
  * faults stop. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "fault.h"
@@ -275,6 +277,85 @@ static void test_thread_cache(void) {
   tslab_destroy(a);
 }
 
+/* A thread's reserve block reused while another thread is inside a
+ * non-owner window takes a fresh descriptor (section 4); when metadata
+ * cannot grow, there is none, and the block must go back to the heap, not
+ * be dropped: the epoch's allocation fails with OOM, tslab_check finds every
+ * reserved run in a reserve, and the allocator works again once the faults
+ * stop. The other thread is held inside its free by the hook. */
+static atomic_int held, let_go;
+static atomic_uintptr_t hold_thread;
+
+static void hold_hook(int point) {
+  if (point != TSLAB_HOOK_NONOWNER_VIEWED || (uintptr_t)pthread_self() != atomic_load(&hold_thread)) return;
+  atomic_store(&held, 1);
+  while (!atomic_load(&let_go)) sched_yield();
+}
+
+static void* free_held(void* arg) {
+  tu_free_job* d = arg;
+  atomic_store(&hold_thread, (uintptr_t)pthread_self());
+  d->ok = tslab_free(d->a, d->p);
+  return NULL;
+}
+
+/* One run of the scenario. `shift` objects of as many classes, allocated
+ * first, move where in the metadata region the descriptors and bitmaps
+ * land, so that across runs the region runs out at the descriptor as well
+ * as at a bitmap. */
+static void reserve_without_descriptor(unsigned shift) {
+  tslab_config_t c = small_config();
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e1 = tslab_epoch_current(a);
+  void* other = tslab_alloc(a, 64, e1);
+  REQUIRE(other != NULL);
+  for (unsigned i = 0; i < shift; i++) REQUIRE(tslab_alloc(a, 1024 + 128 * i, e1) != NULL);
+  tslab_epoch_t e = tslab_epoch_advance(a); /* a request: a block, kept at its close */
+  REQUIRE(tslab_alloc(a, 64, e) != NULL);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  atomic_store(&held, 0);
+  atomic_store(&let_go, 0);
+  tslab_hook_set(hold_hook);
+  tu_free_job job = {a, other, false};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, free_held, &job) == 0);
+  while (!atomic_load(&held)) sched_yield();
+  /* Each request reuses the reserve block under a fresh descriptor, whose
+   * old one waits in limbo for the held window: metadata runs out. */
+  tslab_fault_inject(TSLAB_FAULT_COMMIT, 0, UINT64_MAX);
+  size_t requests = 0;
+  for (; requests < 100000; requests++) {
+    e = tslab_epoch_advance(a);
+    REQUIRE(e != 0);
+    tslab_clear_error();
+    void* p = tslab_alloc(a, 64, e);
+    CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+    if (!p) {
+      CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_OUT_OF_MEMORY);
+      break;
+    }
+  }
+  CHECK(requests < 100000); /* the held window kept every old descriptor */
+  CHECK_CONSISTENT(a);      /* no reserve block dropped on the way */
+  tslab_fault_clear();
+  atomic_store(&let_go, 1);
+  pthread_join(t, NULL);
+  tslab_hook_set(NULL);
+  CHECK(job.ok);
+  /* The window ended: limbo gives its metadata back, allocation works. */
+  e = tslab_epoch_advance(a);
+  void* p = tslab_alloc(a, 64, e);
+  CHECK(p != NULL);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+static void test_reserve_without_descriptor(void) {
+  for (unsigned shift = 0; shift < 12; shift++) reserve_without_descriptor(shift);
+}
+
 int main(void) {
   test_create();
   test_commit(TSLAB_RELEASE_ON_CLOSE);
@@ -282,5 +363,6 @@ int main(void) {
   test_release(TSLAB_RELEASE_ON_CLOSE);
   test_release(TSLAB_RELEASE_EAGER);
   test_thread_cache();
+  test_reserve_without_descriptor();
   TEST_DONE();
 }
