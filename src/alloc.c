@@ -32,10 +32,10 @@ static tslab_handle_t handle_pack(tslab_t* a, uint16_t gen, const uint8_t* start
  * per-slot generations on its first handle allocation (owner, in its busy
  * window); every free bumps the slot's generation so older handles stop
  * matching. False when there is no memory for the generations. */
-static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* gen) {
+static bool slot_generation(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* s, uint32_t idx, uint16_t* gen) {
   _Atomic uint16_t* g = atomic_load_explicit(&s->gens, memory_order_relaxed);
   if (!g) {
-    g = tslab_heap_gens(a, s->capacity);
+    g = tslab_heap_gens(a, tc, s->capacity);
     if (!g) return false;
     uint16_t base = atomic_load_explicit(&a->gen_base[tslab_run_index(a, s)], memory_order_relaxed);
     for (uint32_t i = 0; i < s->capacity; i++) atomic_store_explicit(&g[i], base, memory_order_relaxed);
@@ -48,11 +48,11 @@ static bool slot_generation(tslab_t* a, tslab_run_t* s, uint32_t idx, uint16_t* 
 }
 
 /* Owner, in its window: a handle for the object p just allocated. */
-static bool make_handle(tslab_t* a, void* p, tslab_handle_t* h) {
+static bool make_handle(tslab_t* a, tslab_tcache_t* tc, void* p, tslab_handle_t* h) {
   tslab_run_t* s = tslab_run_of(a, p);
   uint32_t idx = tslab_slab_index(s, p);
   uint16_t gen = s->gen;
-  if (atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB && !slot_generation(a, s, idx, &gen))
+  if (atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_SLAB && !slot_generation(a, tc, s, idx, &gen))
     return false;
   *h = handle_pack(a, gen, s->start, idx);
   return true;
@@ -179,7 +179,7 @@ static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, si
     p = tslab_large_alloc(a, tc, size, align, e);
     if (!p) status = TSLAB_ERR_OUT_OF_MEMORY;
   }
-  if (p && h && !make_handle(a, p, h)) {
+  if (p && h && !make_handle(a, tc, p, h)) {
     /* No metadata for generations: undo; the caller reports OOM. */
     tslab_busy_exit(tc);
     tslab_free(a, p);

@@ -119,7 +119,11 @@ TSLAB_INTERNAL bool tslab_grace_passed(tslab_t* a, const tslab_tcache_t* self, u
   /* Somebody else is polling: they will move the clock; do not wait. */
   if (pthread_mutex_trylock(&g->mu) != 0) return false;
   check_locked(a);
-  if (stamp >= atomic_load_explicit(&g->done, memory_order_relaxed) && !g->sealed) {
+  /* A seal that overflowed its table waits for a quiet moment, which polls
+   * (made because a window is open) rarely see: a new seal replaces it. It
+   * covers every stamp the old one did, waits for the windows still open
+   * (those it recorded are among them), and tries to grow the table again. */
+  if (stamp >= atomic_load_explicit(&g->done, memory_order_relaxed) && (!g->sealed || g->overflow)) {
     seal_locked(a, self);
     check_locked(a);
   }

@@ -730,11 +730,10 @@ TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, t
   return ok;
 }
 
-TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity) {
+TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, const tslab_tcache_t* self, uint32_t capacity) {
   uint32_t idx = (capacity + 63) / 64;
   pthread_mutex_lock(&a->heap.mu);
-  void* p = pop_block(&a->heap.free_gens[idx]);
-  if (!p) p = meta_alloc(a, (size_t)idx * 128);
+  void* p = meta_block(a, self, &a->heap.free_gens[idx], (size_t)idx * 128);
   pthread_mutex_unlock(&a->heap.mu);
   return (_Atomic uint16_t*)p;
 }

@@ -804,7 +804,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
  * ones it has when they fit; false when metadata runs out. */
 TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, uint32_t words,
                                        bool starts);
-TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, uint32_t capacity);
+TSLAB_INTERNAL _Atomic uint16_t* tslab_heap_gens(tslab_t* a, const tslab_tcache_t* self, uint32_t capacity);
 /* Swap r's descriptor for a fresh one (heap mutex; r goes to limbo): the
  * caller is about to format a run whose descriptor has not passed its grace
  * period. */

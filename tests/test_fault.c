@@ -356,6 +356,86 @@ static void test_reserve_without_descriptor(void) {
   for (unsigned shift = 0; shift < 12; shift++) reserve_without_descriptor(shift);
 }
 
+/* The grace clock after a seal whose table could not grow once: with a
+ * window of some thread open at every moment (each held in turn, the next
+ * before the last lets go), the descriptors each request leaves in limbo
+ * must still come back once the windows they wait for end. Metadata may
+ * grow while a window is held; it must not grow phase after phase. */
+enum { PHASES = 5, PHASE_REQUESTS = 300 };
+static atomic_uintptr_t phase_thread[PHASES];
+static atomic_int phase_held[PHASES], phase_go[PHASES];
+
+static void phase_hook(int point) {
+  if (point != TSLAB_HOOK_NONOWNER_VIEWED) return;
+  for (int k = 0; k < PHASES; k++) {
+    if ((uintptr_t)pthread_self() != atomic_load(&phase_thread[k])) continue;
+    atomic_store(&phase_held[k], 1);
+    while (!atomic_load(&phase_go[k])) sched_yield();
+  }
+}
+
+typedef struct {
+  tslab_t* a;
+  void* p;
+  int k;
+  bool ok;
+} phase_job;
+
+static void* phase_free(void* arg) {
+  phase_job* j = arg;
+  atomic_store(&phase_thread[j->k], (uintptr_t)pthread_self());
+  j->ok = tslab_free(j->a, j->p);
+  return NULL;
+}
+
+static void test_grace_after_overflow(void) {
+  tslab_config_t c = small_config();
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e1 = tslab_epoch_current(a);
+  phase_job jobs[PHASES];
+  pthread_t t[PHASES];
+  for (int k = 0; k < PHASES; k++) {
+    jobs[k] = (phase_job){a, tslab_alloc(a, 64, e1), k, false};
+    REQUIRE(jobs[k].p != NULL);
+  }
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  REQUIRE(tslab_alloc(a, 64, e) != NULL);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  tslab_hook_set(phase_hook);
+  uint64_t meta[PHASES];
+  for (int k = 0; k < PHASES; k++) {
+    REQUIRE(pthread_create(&t[k], NULL, phase_free, &jobs[k]) == 0);
+    while (!atomic_load(&phase_held[k])) sched_yield();
+    if (k > 0) {
+      atomic_store(&phase_go[k - 1], 1);
+      pthread_join(t[k - 1], NULL);
+    } else {
+      /* The first seal cannot grow its table of windows. */
+      tslab_fault_inject(TSLAB_FAULT_COMMIT, 0, 1);
+    }
+    for (int r = 0; r < PHASE_REQUESTS; r++) {
+      e = tslab_epoch_advance(a);
+      void* p = tslab_alloc(a, 64, e);
+      CHECK(p != NULL);
+      CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+    }
+    tslab_fault_clear();
+    tslab_stats_global_t g;
+    tslab_stats_global(a, &g);
+    meta[k] = g.metadata_bytes;
+  }
+  atomic_store(&phase_go[PHASES - 1], 1);
+  pthread_join(t[PHASES - 1], NULL);
+  tslab_hook_set(NULL);
+  for (int k = 0; k < PHASES; k++) CHECK(jobs[k].ok);
+  /* Each phase's limbo comes back during the next one: no growth from the
+   * second phase on beyond what one phase holds. */
+  CHECK(meta[PHASES - 1] <= meta[1] + (meta[1] - meta[0]) / 2);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_create();
   test_commit(TSLAB_RELEASE_ON_CLOSE);
@@ -364,5 +444,6 @@ int main(void) {
   test_release(TSLAB_RELEASE_EAGER);
   test_thread_cache();
   test_reserve_without_descriptor();
+  test_grace_after_overflow();
   TEST_DONE();
 }
