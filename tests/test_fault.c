@@ -283,22 +283,6 @@ static void test_thread_cache(void) {
  * be dropped: the epoch's allocation fails with OOM, tslab_check finds every
  * reserved run in a reserve, and the allocator works again once the faults
  * stop. The other thread is held inside its free by the hook. */
-static atomic_int held, let_go;
-static atomic_uintptr_t hold_thread;
-
-static void hold_hook(int point) {
-  if (point != TSLAB_HOOK_NONOWNER_VIEWED || (uintptr_t)pthread_self() != atomic_load(&hold_thread)) return;
-  atomic_store(&held, 1);
-  while (!atomic_load(&let_go)) sched_yield();
-}
-
-static void* free_held(void* arg) {
-  tu_free_job* d = arg;
-  atomic_store(&hold_thread, (uintptr_t)pthread_self());
-  d->ok = tslab_free(d->a, d->p);
-  return NULL;
-}
-
 /* One run of the scenario. `shift` objects of as many classes, allocated
  * first, move where in the metadata region the descriptors and bitmaps
  * land, so that across runs the region runs out at the descriptor as well
@@ -314,13 +298,9 @@ static void reserve_without_descriptor(unsigned shift) {
   tslab_epoch_t e = tslab_epoch_advance(a); /* a request: a block, kept at its close */
   REQUIRE(tslab_alloc(a, 64, e) != NULL);
   CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
-  atomic_store(&held, 0);
-  atomic_store(&let_go, 0);
-  tslab_hook_set(hold_hook);
-  tu_free_job job = {a, other, false};
-  pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, free_held, &job) == 0);
-  while (!atomic_load(&held)) sched_yield();
+  tslab_hook_set(tu_held_hook);
+  tu_held_free held = {{a, other, false}, 0, 0};
+  tu_held_free_start(&held);
   /* Each request reuses the reserve block under a fresh descriptor, whose
    * old one waits in limbo for the held window: metadata runs out. */
   tslab_fault_inject(TSLAB_FAULT_COMMIT, 0, UINT64_MAX);
@@ -339,10 +319,9 @@ static void reserve_without_descriptor(unsigned shift) {
   CHECK(requests < 100000); /* the held window kept every old descriptor */
   CHECK_CONSISTENT(a);      /* no reserve block dropped on the way */
   tslab_fault_clear();
-  atomic_store(&let_go, 1);
-  pthread_join(t, NULL);
+  tu_held_free_finish(&held);
   tslab_hook_set(NULL);
-  CHECK(job.ok);
+  CHECK(held.job.ok);
   /* The window ended: limbo gives its metadata back, allocation works. */
   e = tslab_epoch_advance(a);
   void* p = tslab_alloc(a, 64, e);
@@ -362,54 +341,26 @@ static void test_reserve_without_descriptor(void) {
  * must still come back once the windows they wait for end. Metadata may
  * grow while a window is held; it must not grow phase after phase. */
 enum { PHASES = 5, PHASE_REQUESTS = 300 };
-static atomic_uintptr_t phase_thread[PHASES];
-static atomic_int phase_held[PHASES], phase_go[PHASES];
-
-static void phase_hook(int point) {
-  if (point != TSLAB_HOOK_NONOWNER_VIEWED) return;
-  for (int k = 0; k < PHASES; k++) {
-    if ((uintptr_t)pthread_self() != atomic_load(&phase_thread[k])) continue;
-    atomic_store(&phase_held[k], 1);
-    while (!atomic_load(&phase_go[k])) sched_yield();
-  }
-}
-
-typedef struct {
-  tslab_t* a;
-  void* p;
-  int k;
-  bool ok;
-} phase_job;
-
-static void* phase_free(void* arg) {
-  phase_job* j = arg;
-  atomic_store(&phase_thread[j->k], (uintptr_t)pthread_self());
-  j->ok = tslab_free(j->a, j->p);
-  return NULL;
-}
 
 static void test_grace_after_overflow(void) {
   tslab_config_t c = small_config();
   tslab_t* a = tslab_create(&c);
   REQUIRE(a != NULL);
   tslab_epoch_t e1 = tslab_epoch_current(a);
-  phase_job jobs[PHASES];
-  pthread_t t[PHASES];
+  tu_held_free held[PHASES];
   for (int k = 0; k < PHASES; k++) {
-    jobs[k] = (phase_job){a, tslab_alloc(a, 64, e1), k, false};
-    REQUIRE(jobs[k].p != NULL);
+    held[k] = (tu_held_free){{a, tslab_alloc(a, 64, e1), false}, k, 0};
+    REQUIRE(held[k].job.p != NULL);
   }
   tslab_epoch_t e = tslab_epoch_advance(a);
   REQUIRE(tslab_alloc(a, 64, e) != NULL);
   CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
-  tslab_hook_set(phase_hook);
+  tslab_hook_set(tu_held_hook);
   uint64_t meta[PHASES];
   for (int k = 0; k < PHASES; k++) {
-    REQUIRE(pthread_create(&t[k], NULL, phase_free, &jobs[k]) == 0);
-    while (!atomic_load(&phase_held[k])) sched_yield();
+    tu_held_free_start(&held[k]);
     if (k > 0) {
-      atomic_store(&phase_go[k - 1], 1);
-      pthread_join(t[k - 1], NULL);
+      tu_held_free_finish(&held[k - 1]);
     } else {
       /* The first seal cannot grow its table of windows. */
       tslab_fault_inject(TSLAB_FAULT_COMMIT, 0, 1);
@@ -425,10 +376,9 @@ static void test_grace_after_overflow(void) {
     tslab_stats_global(a, &g);
     meta[k] = g.metadata_bytes;
   }
-  atomic_store(&phase_go[PHASES - 1], 1);
-  pthread_join(t[PHASES - 1], NULL);
+  tu_held_free_finish(&held[PHASES - 1]);
   tslab_hook_set(NULL);
-  for (int k = 0; k < PHASES; k++) CHECK(jobs[k].ok);
+  for (int k = 0; k < PHASES; k++) CHECK(held[k].job.ok);
   /* Each phase's limbo comes back during the next one: no growth from the
    * second phase on beyond what one phase holds. */
   CHECK(meta[PHASES - 1] <= meta[1] + (meta[1] - meta[0]) / 2);

@@ -14,23 +14,6 @@
 
 /* ---- 1: an ordered double free must not reach reused metadata ---- */
 
-/* The hook parks the thread that reaches it until the test lets it go. */
-static atomic_int parked, release_parked;
-static atomic_uintptr_t park_thread;
-
-static void park_hook(int point) {
-  if (point != TSLAB_HOOK_NONOWNER_VIEWED || (uintptr_t)pthread_self() != atomic_load(&park_thread)) return;
-  atomic_store(&parked, 1);
-  while (!atomic_load(&release_parked)) sched_yield();
-}
-
-static void* free_parked(void* arg) {
-  tu_free_job* d = arg;
-  atomic_store(&park_thread, (uintptr_t)pthread_self());
-  d->ok = tslab_free(d->a, d->p);
-  return NULL;
-}
-
 static void test_1_double_free_after_reuse(void) {
   tslab_t* a = tslab_create(NULL);
   REQUIRE(a != NULL);
@@ -51,10 +34,9 @@ static void test_1_double_free_after_reuse(void) {
   CHECK(first.ok);
   /* Thread B frees p again and stops inside the free, after it read p's
    * run and before it validated the slot. */
-  tslab_hook_set(park_hook);
-  tu_free_job second = {a, p, true};
-  REQUIRE(pthread_create(&t, NULL, free_parked, &second) == 0);
-  while (!atomic_load(&parked)) sched_yield();
+  tslab_hook_set(tu_held_hook);
+  tu_held_free second = {{a, p, true}, 0, 0};
+  tu_held_free_start(&second);
   /* Meanwhile this thread, the owner, collects A's free, retires the empty
    * slab, and slabs of another class take its memory. */
   tslab_thread_flush(a);
@@ -69,10 +51,9 @@ static void test_1_double_free_after_reuse(void) {
   CHECK(reused > 0); /* the scenario happened: p's memory serves the new class */
   /* B goes on: its free must fail, and no object of the new slabs may lose
    * its liveness. */
-  atomic_store(&release_parked, 1);
-  pthread_join(t, NULL);
+  tu_held_free_finish(&second);
   tslab_hook_set(NULL);
-  CHECK(!second.ok);
+  CHECK(!second.job.ok);
   for (int i = 0; i < N; i++) CHECK_EQ_U(tslab_usable_size(a, q[i]), 96);
   void* fresh = tslab_alloc(a, 96, e);
   for (int i = 0; i < N; i++) CHECK(fresh != q[i]);

@@ -99,6 +99,57 @@ static inline void tu_wait_flag(_Atomic int* flag) {
     sched_yield();
   }
 }
+
+#ifdef TSLAB_FAULT_H
+/* Frees held inside their non-owner window: tu_held_free_start frees the
+ * job's pointer on a thread of its own that stops at
+ * TSLAB_HOOK_NONOWNER_VIEWED (src/fault.h: it has read the run, its window
+ * open) and returns once it is there; tu_held_free_finish lets it go and
+ * joins it. Up to TU_HELD_MAX at once, in slots the caller numbers; the
+ * caller installs tu_held_hook with tslab_hook_set. (With src/fault.h
+ * included first, as the hooks need.) */
+#include <pthread.h>
+
+enum { TU_HELD_MAX = 8 };
+typedef struct tu_held_free {
+  tu_free_job job;
+  int slot;
+  pthread_t thread;
+} tu_held_free;
+
+static struct {
+  _Atomic uintptr_t thread[TU_HELD_MAX];
+  _Atomic int held[TU_HELD_MAX], go[TU_HELD_MAX];
+} tu_held __attribute__((unused));
+
+static inline void tu_held_hook(int point) {
+  if (point != TSLAB_HOOK_NONOWNER_VIEWED) return;
+  for (int k = 0; k < TU_HELD_MAX; k++) {
+    if ((uintptr_t)pthread_self() != atomic_load(&tu_held.thread[k])) continue;
+    atomic_store(&tu_held.held[k], 1);
+    while (!atomic_load(&tu_held.go[k])) sched_yield();
+  }
+}
+
+static inline void* tu_held_run(void* arg) {
+  tu_held_free* h = (tu_held_free*)arg;
+  atomic_store(&tu_held.thread[h->slot], (uintptr_t)pthread_self());
+  return tu_free_job_run(&h->job);
+}
+
+static inline void tu_held_free_start(tu_held_free* h) {
+  atomic_store(&tu_held.held[h->slot], 0);
+  atomic_store(&tu_held.go[h->slot], 0);
+  REQUIRE(pthread_create(&h->thread, NULL, tu_held_run, h) == 0);
+  tu_wait_flag(&tu_held.held[h->slot]);
+}
+
+static inline void tu_held_free_finish(tu_held_free* h) {
+  atomic_store(&tu_held.go[h->slot], 1);
+  pthread_join(h->thread, NULL);
+  atomic_store(&tu_held.thread[h->slot], 0);
+}
+#endif /* TSLAB_FAULT_H */
 #endif
 
 /* End of main: report and return the exit code. */
