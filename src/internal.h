@@ -259,7 +259,7 @@ typedef struct tslab_grace {
    * table could not grow): it completes only at a moment when no window of
    * a cache but the sealer's is open (grace.c). */
   bool overflow;
-  const struct tslab_tcache* sealer;
+  const struct tslab_tcache* sealer; /* the cache the pending seal was made for (mu) */
   tslab_grace_wait_t* waits;  /* windows the pending seal waits for (mu) */
   size_t nwaits, cap;
   size_t waits_bytes;
@@ -692,8 +692,9 @@ static inline void tslab_era_count_run_closing(tslab_epoch_slot_t* es, int64_t r
 /* The same by the owner of a run of `era`, inside its busy window with the
  * era ACTIVE and its cache registered as a user (a refill's new slab, a
  * free's empty one): a close of the era waits for that window (7.3), so the
- * slot cannot be opened again meanwhile and no bracket is needed. A slab
- * round trip took eight locked instructions for its era's counts. */
+ * slot cannot be opened again meanwhile and no bracket is needed: four
+ * locked instructions less per slab round trip (the bracket's add and
+ * subtract at its format and at its retire; the counts' own adds stay). */
 static inline void tslab_era_count_run_owned(tslab_t* a, uint64_t era, int64_t runs, int64_t bytes) {
   tslab_era_count_run_closing(&a->slots[era & a->ring_mask], runs, bytes);
 }
@@ -1108,13 +1109,18 @@ static inline tslab_bin_t* tslab_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t er
   return tslab_bin_at(a, tc, (uint32_t)(era & a->ring_mask), cls);
 }
 
-/* tslab_tcache_count_bin, inline when the bin counts for the era already
- * (its class bit is set in the slot, which only the set-up sets): a thread
- * that frees other threads' objects counts each free in its own bin. */
+/* Whether the slot's bin of class cls counts for the slot's era: its class
+ * bit, which only the bin's set-up for the era sets (tcache.c,
+ * bin_count_for_era) and the era's detach clears. */
+static inline bool tslab_slot_counts_class(const tslab_slot_cache_t* sc, uint32_t cls) {
+  return atomic_load_explicit(&sc->classes[cls >> 6], memory_order_relaxed) & (1ull << (cls & 63));
+}
+
+/* tslab_tcache_count_bin, inline when the bin counts for the era already:
+ * a thread that frees other threads' objects counts each free in its own
+ * bin. */
 static inline tslab_bin_t* tslab_counting_bin(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t cls) {
-  const tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
-  if (likely(atomic_load_explicit(&sc->classes[cls >> 6], memory_order_relaxed) & (1ull << (cls & 63))))
-    return tslab_bin(a, tc, era, cls);
+  if (likely(tslab_slot_counts_class(&tc->slots[era & a->ring_mask], cls))) return tslab_bin(a, tc, era, cls);
   return tslab_tcache_count_bin(a, tc, era, cls);
 }
 

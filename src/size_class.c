@@ -53,6 +53,9 @@ TSLAB_INTERNAL void tslab_classes_init(void) {
     }
     size_t bytes = (size_t)g << TSLAB_GRANULE_SHIFT;
     size_t n = bytes / ci->size;
+    /* At most TSLAB_MAX_SLOTS slots (the 8-byte class fills one granule
+     * exactly at that count); a capped slab's tail would hold no slot, and
+     * tslab_slot_index turns pointers into it away by the run's slot_bytes. */
     if (n > TSLAB_MAX_SLOTS) n = TSLAB_MAX_SLOTS;
     ci->granules = g;
     ci->capacity = (uint32_t)n;

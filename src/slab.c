@@ -95,10 +95,12 @@ static void runs_retire(tslab_t* a, tslab_run_t* list, tslab_tcache_t* owned) {
       else
         tslab_era_count_run(a, era, -1, bytes);
     }
-    if (!block && owned)
-      tslab_owner_add(&owned->cls_slabs[s->cls], (uint64_t)-1);
-    else if (!block)
-      atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+    if (!block) {
+      if (owned)
+        tslab_owner_add(&owned->cls_slabs[s->cls], (uint64_t)-1);
+      else
+        atomic_fetch_sub_explicit(&a->cls_slabs[s->cls], 1, memory_order_relaxed);
+    }
     tslab_hook_point(TSLAB_HOOK_RETIRE_COUNTED);
     atomic_store_explicit(&s->owner, NULL, memory_order_release);
   }

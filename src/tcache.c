@@ -462,8 +462,8 @@ static void bin_count_for_era(tslab_t* a, tslab_tcache_t* tc, tslab_slot_cache_t
     bin->cls = (uint32_t)((size_t)(bin - tc->bins) >> a->ring_shift);
     bin->size = tslab_classes[bin->cls].size;
   }
+  if (tslab_slot_counts_class(sc, bin->cls)) return;
   uint64_t bit = 1ull << (bin->cls & 63);
-  if (atomic_load_explicit(&sc->classes[bin->cls >> 6], memory_order_relaxed) & bit) return;
   uint64_t al, fr;
   tslab_bin_read(bin, &al, &fr);
   TSLAB_RSTORE(bin->base_allocs, al);
@@ -1314,7 +1314,7 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
         bad += check_stack(tc, bin, era, c, bad ? NULL : report, cap);
         bad += check_masks(bin, c, bad ? NULL : report, cap);
         if (!bin->cur && !bin->ready && !bin->parked) continue;
-        if (!era || !(atomic_load(&sc->classes[c >> 6]) & (1ull << (c & 63))))
+        if (!era || !tslab_slot_counts_class(sc, c))
           REPORT("bin of slot %u class %u holds slabs but does not count for an era", slot, c);
         n = check_list(tc, bin->cur, TSLAB_LIST_CUR, era, c, bad ? NULL : report, cap);
         n += check_list(tc, bin->ready, TSLAB_LIST_READY, era, c, bad || n ? NULL : report, cap);
