@@ -515,7 +515,7 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   /* What the counts need is read before the free takes effect: afterwards
    * the run may drain and be recycled (its metadata stays valid for this
    * window only, G1). */
-  size_t size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, idx) : v.obj_size;
+  size_t size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, v.capacity, idx) : v.obj_size;
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   bool notify;
@@ -596,7 +596,7 @@ static size_t live_size(tslab_t* a, const void* p, uint64_t* era) {
     } else {
       uint32_t idx = tslab_slot_index(v.start, v.recip, v.slot_bytes, p);
       if (idx != UINT32_MAX && tslab_bits_live(v.bits, idx))
-        size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, idx) : v.obj_size;
+        size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, v.capacity, idx) : v.obj_size;
     }
     if (era) *era = v.era;
   }
@@ -619,7 +619,7 @@ static inline bool owned_live_size(tslab_t* a, const void* p, size_t* size, uint
   bool known = idx != UINT32_MAX;
   *size = 0;
   if (known && tslab_bits_live(s->bits, idx))
-    *size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(s->starts, idx) : s->obj_size;
+    *size = s->cls == TSLAB_CLASSES ? tslab_block_object_size(s->starts, s->capacity, idx) : s->obj_size;
   tslab_busy_exit(tc);
   return known;
 }

@@ -1,6 +1,6 @@
-/* Blocks: a granule (16 KiB) of mixed-size objects of one era, filled by
- * bumping a pointer (docs/ARCHITECTURE.md 3.4), and the per-thread hot
- * reserve of drained blocks (section 5).
+/* Blocks: runs of mixed-size objects of one era, small (one granule, 16 KiB)
+ * or large (four), filled by bumping a pointer (docs/ARCHITECTURE.md 3.4),
+ * and the per-thread hot reserve of drained blocks (section 5).
  *
  * A block is a run whose slots are 16-byte units. Each object has its alloc
  * bit at its first unit, so the slab free path, double-free detection and
@@ -15,25 +15,31 @@
 #include "fault.h"
 #include "internal.h"
 
-/* Give run b the block geometry, for era, owned by tc; its bitmaps need
- * clearing up to `used_words` (a fresh bitmap: all of them). */
+static uint32_t block_words(uint32_t granules) {
+  return granules << (TSLAB_GRANULE_SHIFT - TSLAB_UNIT_SHIFT - 6);
+}
+
+/* Give run b (of a block's length) the block geometry, for era, owned by
+ * tc; its bitmaps need clearing up to `used_words` (a fresh bitmap: all of
+ * them). */
 static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_t era, uint32_t used_words) {
+  uint32_t words = block_words(b->granules), units = words * 64;
   TSLAB_RSTORE(b->cls, TSLAB_CLASSES);
-  TSLAB_RSTORE(b->words, TSLAB_BLOCK_WORDS);
+  TSLAB_RSTORE(b->words, (uint16_t)words);
   TSLAB_RSTORE(b->obj_size, (uint16_t)(1u << TSLAB_UNIT_SHIFT));
-  TSLAB_RSTORE(b->capacity, (uint16_t)TSLAB_BLOCK_UNITS);
+  TSLAB_RSTORE(b->capacity, (uint16_t)units);
   TSLAB_RSTORE(b->recip, (1ull << 48) >> TSLAB_UNIT_SHIFT);
-  TSLAB_RSTORE(b->slot_bytes, (uint32_t)TSLAB_BLOCK_UNITS << TSLAB_UNIT_SHIFT);
+  TSLAB_RSTORE(b->slot_bytes, units << TSLAB_UNIT_SHIFT);
   /* A drained block's alloc and remote words are clear, except for a remote
    * bit a racing double free may have left (outside the guarantee, but it
    * must not free an object of the block's next use): cleared with the
    * boundaries. */
   _Atomic uint64_t* starts = b->starts;
   _Atomic uint64_t* bits = b->bits;
-  if (used_words > TSLAB_BLOCK_WORDS + 1) used_words = TSLAB_BLOCK_WORDS + 1;
-  uint32_t bit_words = 2 * (used_words < TSLAB_BLOCK_WORDS ? used_words : TSLAB_BLOCK_WORDS);
+  if (used_words > words + 1) used_words = words + 1;
+  uint32_t bit_words = 2 * (used_words < words ? used_words : words);
   /* Two runs of stores, unrolled by four (a request's block uses a few
-   * words, a big one all 17): with the test for the bitmap's extra word
+   * words, a full small one all 17): with the test for the bitmap's extra word
    * inside one loop, formatting a used block took about 250 instructions
    * (a 'kernel' request formats some 40). */
 #pragma GCC unroll 4
@@ -50,22 +56,22 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   b->era_counted = 0;
   atomic_store_explicit(&b->notify, TSLAB_NOTIFY_NONE, memory_order_relaxed);
   /* Biased: every unit counts as set aside while the block bumps (3.4). */
-  atomic_store_explicit(&b->usage, TSLAB_BLOCK_UNITS, memory_order_relaxed);
+  atomic_store_explicit(&b->usage, units, memory_order_relaxed);
   tslab_run_set_era(a, b, era);
   atomic_store_explicit(&b->owner, tc, memory_order_relaxed);
   atomic_store_explicit(&b->creator, tc, memory_order_relaxed);
   atomic_store_explicit(&b->mode, TSLAB_ATTACHED, memory_order_relaxed);
 }
 
-/* A new block from the heap. */
-static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
-  tslab_run_t* b = tslab_heap_alloc(a, tc, TSLAB_BLOCK_GRANULES, 1);
+/* A new block of `granules` from the heap. */
+static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules) {
+  tslab_run_t* b = tslab_heap_alloc(a, tc, granules, 1);
   if (!b) return NULL;
-  if (!tslab_heap_bitmaps(a, tc, b, TSLAB_BLOCK_WORDS, true)) {
+  if (!tslab_heap_bitmaps(a, tc, b, block_words(granules), true)) {
     tslab_heap_retire(a, b, false);
     return NULL;
   }
-  block_format(a, tc, b, era, TSLAB_BLOCK_WORDS + 1);
+  block_format(a, tc, b, era, block_words(granules) + 1);
   TSLAB_COUNT_EVENT(a, tc, blocks_created, 1);
   return b;
 }
@@ -97,12 +103,12 @@ static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, 
       tslab_heap_retire(a, b, false);
       return NULL;
     }
-    if (!tslab_heap_bitmaps(a, tc, d, TSLAB_BLOCK_WORDS, true)) {
+    if (!tslab_heap_bitmaps(a, tc, d, block_words(d->granules), true)) {
       tslab_heap_retire(a, d, false);
       return NULL;
     }
     b = d;
-    used_words = TSLAB_BLOCK_WORDS + 1;
+    used_words = block_words(d->granules) + 1;
   } else {
     tslab_run_seq_begin(b);
   }
@@ -112,7 +118,7 @@ static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, 
   return b;
 }
 
-TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
+TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules) {
   tslab_run_t* b = atomic_load_explicit(&tc->hot, memory_order_relaxed)
                        ? atomic_exchange_explicit(&tc->hot, NULL, memory_order_acquire)
                        : NULL;
@@ -126,7 +132,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
     }
   }
   if (b) tslab_hook_point(TSLAB_HOOK_RESERVE_TAKEN);
-  b = b ? block_reuse(a, tc, b, era) : block_new(a, tc, era);
+  b = b ? block_reuse(a, tc, b, era) : block_new(a, tc, era, granules);
   if (!b) return NULL;
   tslab_run_publish(a, b, TSLAB_RUN_BLOCK);
   return b;
@@ -136,8 +142,8 @@ TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units
   _Atomic uint64_t* starts = TSLAB_RLOAD(b->starts);
   uint32_t n = 0;
   if (!starts) return 0;
-  uint32_t words = (units >> 6) + 1;
-  if (words > TSLAB_BLOCK_WORDS + 1) words = TSLAB_BLOCK_WORDS + 1;
+  uint32_t words = (units >> 6) + 1, max = TSLAB_RLOAD(b->capacity) / 64 + 1;
+  if (words > max) words = max;
   for (uint32_t w = 0; w < words; w++) n += tslab_popcount(atomic_load_explicit(&starts[w], memory_order_relaxed));
   return n ? n - 1 : 0;
 }
@@ -147,7 +153,7 @@ TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top) {
   uint32_t objects = tslab_block_objects(b, units);
   TSLAB_RSTORE(b->bumped, units);
   TSLAB_RSTORE(b->hint, objects);
-  tslab_slab_used_add(b, -(int64_t)(TSLAB_BLOCK_UNITS - objects));
+  tslab_slab_used_add(b, -(int64_t)(b->capacity - objects));
 }
 
 /* fork child: bumping block b of a cache whose thread may have been part way
@@ -156,13 +162,13 @@ TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top) {
  * and `used` gets its bias back (3.4): every unit, less the objects freed. */
 TSLAB_INTERNAL void tslab_block_fork_rewind(tslab_run_t* b, uint8_t* top) {
   uint32_t units = (uint32_t)((size_t)(top - b->start) >> TSLAB_UNIT_SHIFT);
-  uint32_t objects = 0, live = 0;
-  for (uint32_t w = 0; w <= TSLAB_BLOCK_WORDS; w++) {
+  uint32_t objects = 0, live = 0, words = b->words;
+  for (uint32_t w = 0; w <= words; w++) {
     uint64_t keep_start = w < (units >> 6) ? ~0ull : w == (units >> 6) ? (2ull << (units & 63)) - 1 : 0;
     uint64_t st = atomic_load(&b->starts[w]) & keep_start;
     atomic_store(&b->starts[w], st);
     objects += tslab_popcount(st);
-    if (w == TSLAB_BLOCK_WORDS) break;
+    if (w == words) break;
     uint64_t keep = w < (units >> 6) ? ~0ull : w == (units >> 6) ? (1ull << (units & 63)) - 1 : 0;
     uint64_t al = atomic_load(&b->bits[2 * w]) & keep;
     atomic_store(&b->bits[2 * w], al);
@@ -171,15 +177,16 @@ TSLAB_INTERNAL void tslab_block_fork_rewind(tslab_run_t* b, uint8_t* top) {
   }
   TSLAB_RSTORE(b->bumped, 0);
   TSLAB_RSTORE(b->hint, 0);
-  atomic_store(&b->usage, (atomic_load(&b->usage) & ~TSLAB_USED_MASK) | (TSLAB_BLOCK_UNITS - ((objects - 1) - live)));
+  atomic_store(&b->usage, (atomic_load(&b->usage) & ~TSLAB_USED_MASK) | (b->capacity - ((objects - 1) - live)));
 }
 
-/* Size of the object starting at `unit`: up to the next boundary. */
-TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t unit) {
+/* Size of the object starting at `unit`, among a block's first `units`: up
+ * to the next boundary; 0 past the last one (not an object). */
+TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t units, uint32_t unit) {
   uint32_t w = unit >> 6;
   uint64_t above = atomic_load_explicit(&starts[w], memory_order_acquire) & (~1ull << (unit & 63));
   while (!above) {
-    if (++w > TSLAB_BLOCK_WORDS) return 0;
+    if (++w > units / 64) return 0;
     above = atomic_load_explicit(&starts[w], memory_order_acquire);
   }
   uint32_t next = (w << 6) + (uint32_t)__builtin_ctzll(above);
@@ -191,13 +198,13 @@ TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t un
   _Atomic uint64_t* bits = TSLAB_RLOAD(b->bits);
   uint64_t bytes = 0;
   if (!starts || !bits) return 0;
-  for (uint32_t w = 0, words = (units + 63) >> 6; w < words && w < TSLAB_BLOCK_WORDS; w++) {
+  for (uint32_t w = 0, words = (units + 63) >> 6; w < words; w++) {
     /* Live: allocated and not freed by another thread (a remote bit not
      * collected yet is a completed free). */
     uint64_t live = atomic_load_explicit(&bits[2 * w], memory_order_relaxed) &
                     ~atomic_load_explicit(&bits[2 * w + 1], memory_order_relaxed);
     for (uint64_t al = live; al; al &= al - 1)
-      bytes += tslab_block_object_size(starts, (w << 6) + (uint32_t)__builtin_ctzll(al));
+      bytes += tslab_block_object_size(starts, units, (w << 6) + (uint32_t)__builtin_ctzll(al));
   }
   return bytes;
 }
@@ -225,32 +232,34 @@ static size_t trim_range(tslab_t* a, uint8_t* from, uint8_t* to) {
  * heap's resident estimate keeps counting the block whole until it is
  * released as a run. */
 TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
-  size_t page = tslab_os_page_size();
-  if (page >= TSLAB_BLOCK_BYTES) return 0;
+  size_t page = tslab_os_page_size(), bytes = tslab_run_bytes(b);
+  if (page >= bytes) return 0;
   uint8_t* start = b->start;
   uint8_t* kept = start; /* pages below are kept or released already */
   size_t released = 0;
-  for (uint32_t w = 0; w < TSLAB_BLOCK_WORDS; w++) {
+  for (uint32_t w = 0; w < b->words; w++) {
     for (uint64_t al = atomic_load_explicit(&b->bits[2 * w], memory_order_acquire); al; al &= al - 1) {
       uint32_t unit = (w << 6) + (uint32_t)__builtin_ctzll(al);
       uint8_t* lo = start + ((size_t)unit << TSLAB_UNIT_SHIFT);
-      uint8_t* hi = lo + tslab_block_object_size(b->starts, unit);
+      uint8_t* hi = lo + tslab_block_object_size(b->starts, b->capacity, unit);
       lo = (uint8_t*)((uintptr_t)lo & ~(uintptr_t)(page - 1));
       hi = (uint8_t*)(((uintptr_t)hi + page - 1) & ~(uintptr_t)(page - 1));
       if (lo > kept) released += trim_range(a, kept, lo);
       if (hi > kept) kept = hi;
     }
   }
-  return released + trim_range(a, kept, start + TSLAB_BLOCK_BYTES);
+  return released + trim_range(a, kept, start + bytes);
 }
 
 /* A drained block goes to its cache's hot reserve when there is room: the
  * hot slot first (only this cache puts there, so a plain store does when it
- * is empty), then the spare stack up to thread_reserve_max. The caller is the
+ * is empty), then the spare stack. The hot slot may hold a large block, so
+ * the stack keeps at most thread_reserve_max less a large block's granules,
+ * counted in `depth` (granules from its block down). The caller is the
  * cache's owner, or a closer of an era only this cache used. */
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b) {
-  if (a->config.release_policy == TSLAB_RELEASE_EAGER || a->config.thread_reserve_max < TSLAB_BLOCK_BYTES)
-    return false;
+  size_t max_granules = a->config.thread_reserve_max >> TSLAB_GRANULE_SHIFT;
+  if (a->config.release_policy == TSLAB_RELEASE_EAGER || max_granules < b->granules) return false;
   atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
   TSLAB_RSTORE(b->depth, 0u);
   atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
@@ -258,10 +267,10 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
     atomic_store_explicit(&tc->hot, b, memory_order_release);
     return true;
   }
-  size_t max_spares = a->config.thread_reserve_max / TSLAB_BLOCK_BYTES - 1;
+  size_t max_spares = max_granules > TSLAB_BLOCK_GRANULES_LARGE ? max_granules - TSLAB_BLOCK_GRANULES_LARGE : 0;
   tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
   do {
-    uint32_t depth = head ? TSLAB_RLOAD(head->depth) + 1 : 1;
+    uint32_t depth = (head ? TSLAB_RLOAD(head->depth) : 0) + b->granules;
     TSLAB_RSTORE(b->depth, depth);
     if (depth > max_spares) {
       atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
@@ -272,13 +281,15 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   return true;
 }
 
-/* Statistics, from any thread: the head spare may be popped and kept again
- * meanwhile, so its depth is read as the relaxed atomic it is written as. */
+/* Statistics, from any thread: the hot block and the head spare may be
+ * taken (and their descriptors used again) meanwhile, so their length and
+ * depth are read as the relaxed atomics they are written as. */
 TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc) {
   tslab_run_t* spares = atomic_load_explicit(&tc->spares, memory_order_acquire);
-  size_t blocks = atomic_load_explicit(&tc->hot, memory_order_acquire) != NULL;
-  if (spares) blocks += TSLAB_RLOAD(spares->depth);
-  return blocks * TSLAB_BLOCK_BYTES;
+  tslab_run_t* hot = atomic_load_explicit(&tc->hot, memory_order_acquire);
+  size_t granules = hot ? TSLAB_RLOAD(hot->granules) : 0;
+  if (spares) granules += TSLAB_RLOAD(spares->depth);
+  return granules << TSLAB_GRANULE_SHIFT;
 }
 
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release) {

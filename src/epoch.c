@@ -191,7 +191,7 @@ static uint64_t end_run(tslab_t* a, tslab_run_t* s, tslab_ended_t* sum, uint64_t
 /* A detached block starts counting for its era (7.5), before anyone else
  * may retire it. */
 static void count_block(tslab_epoch_slot_t* es, tslab_run_t* b) {
-  tslab_era_count_run_closing(es, 1, (int64_t)TSLAB_BLOCK_BYTES);
+  tslab_era_count_run_closing(es, 1, (int64_t)tslab_run_bytes(b));
   b->era_counted = 1;
 }
 
@@ -254,8 +254,9 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     /* Read before the keep: once kept, a releaser may give the block back
      * and another cache format it again (found by review). */
     bool counted = b->era_counted;
+    int64_t bytes = (int64_t)tslab_run_bytes(b);
     if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) {
-      if (counted) tslab_era_count_run_closing(es, -1, -(int64_t)TSLAB_BLOCK_BYTES);
+      if (counted) tslab_era_count_run_closing(es, -1, -bytes);
       continue;
     }
     b->heap_next = empty;

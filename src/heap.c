@@ -100,7 +100,7 @@ static void desc_strip(tslab_t* a, tslab_run_t* r) {
   tslab_heap_t* h = &a->heap;
   if (r->bits) push_block(&h->free_words[r->bits_cap], (void*)r->bits);
   _Atomic uint64_t* starts = r->starts;
-  if (starts) push_block(&h->free_starts, (void*)starts);
+  if (starts) push_block(&h->free_starts[r->bits_cap], (void*)starts);
   _Atomic uint16_t* gens = atomic_load_explicit(&r->gens, memory_order_relaxed);
   if (gens) push_block(&h->free_gens[(r->gens_cap + 63) / 64], (void*)gens);
   TSLAB_RSTORE(r->bits, NULL);
@@ -232,7 +232,7 @@ static tslab_run_t* clean_neighbour(tslab_t* a, size_t g, const uint8_t* must_st
   if (g >= a->heap.top) return NULL;
   tslab_run_t* n = atomic_load_explicit(&a->map[g], memory_order_relaxed);
   if (!n || atomic_load_explicit(&n->kind, memory_order_relaxed) != TSLAB_RUN_FREE_CLEAN) return NULL;
-  uint8_t* end = n->start + ((size_t)n->granules << TSLAB_GRANULE_SHIFT);
+  uint8_t* end = n->start + tslab_run_bytes(n);
   if (must_start && n->start != must_start) return NULL;
   if (must_end && end != must_end) return NULL;
   return n;
@@ -253,7 +253,7 @@ static void clean_insert(tslab_t* a, tslab_run_t* r) {
       g = tslab_run_index(a, r);
     }
   }
-  uint8_t* end = r->start + ((size_t)r->granules << TSLAB_GRANULE_SHIFT);
+  uint8_t* end = r->start + tslab_run_bytes(r);
   tslab_run_t* right = clean_neighbour(a, g + r->granules, end, NULL);
   if (right) {
     clean_unlink(a, right);
@@ -274,7 +274,7 @@ static void clean_insert(tslab_t* a, tslab_run_t* r) {
  * + 1, 0: none) goes; the run stays where it is. */
 static void decay_untag(tslab_heap_t* h, tslab_run_t* r) {
   if (!r->decay_slot) return;
-  heap_count(&h->decay_bytes[r->decay_slot - 1], -(int64_t)((size_t)r->granules << TSLAB_GRANULE_SHIFT));
+  heap_count(&h->decay_bytes[r->decay_slot - 1], -(int64_t)tslab_run_bytes(r));
   r->decay_slot = 0;
 }
 
@@ -302,7 +302,7 @@ static inline void dirty_link_before(tslab_t* a, tslab_run_t* r, uint32_t decay_
   r->pooled_ns = pooled_ns;
   r->decay_slot = decay_slot;
   if (decay_slot)
-    heap_count(&h->decay_bytes[decay_slot - 1], (int64_t)((size_t)r->granules << TSLAB_GRANULE_SHIFT));
+    heap_count(&h->decay_bytes[decay_slot - 1], (int64_t)tslab_run_bytes(r));
   r->heap_prev = NULL;
   uint32_t b = bin_of(r->granules);
   r->heap_next = h->dirty[b];
@@ -310,7 +310,7 @@ static inline void dirty_link_before(tslab_t* a, tslab_run_t* r, uint32_t decay_
   h->dirty[b] = r;
   h->dirty_mask[b >> 6] |= 1ull << (b & 63);
   lru_insert_before(h, r, next);
-  h->dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+  h->dirty_bytes += tslab_run_bytes(r);
   atomic_store_explicit(&r->kind, TSLAB_RUN_FREE_DIRTY, memory_order_release);
   map_ends(a, r);
 }
@@ -342,7 +342,7 @@ static void dirty_unlink(tslab_t* a, tslab_run_t* r) {
     h->lru_tail = r->lru_prev;
   r->heap_next = r->heap_prev = r->lru_next = r->lru_prev = NULL;
   decay_untag(h, r);
-  h->dirty_bytes -= (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+  h->dirty_bytes -= tslab_run_bytes(r);
 }
 
 /* ---- releasing ---- */
@@ -361,9 +361,9 @@ static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) 
   size_t released = 0;
   for (size_t i = 0; i < n;) {
     size_t j = i + 1;
-    uint8_t* end = runs[i]->start + ((size_t)runs[i]->granules << TSLAB_GRANULE_SHIFT);
+    uint8_t* end = runs[i]->start + tslab_run_bytes(runs[i]);
     while (j < n && runs[j]->start == end) {
-      end += (size_t)runs[j]->granules << TSLAB_GRANULE_SHIFT;
+      end += tslab_run_bytes(runs[j]);
       j++;
     }
     size_t bytes = (size_t)(end - runs[i]->start);
@@ -716,13 +716,17 @@ TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, t
   bool ok = true;
   if (r->bits_cap != words) {
     if (r->bits) push_block(&h->free_words[r->bits_cap], (void*)r->bits);
+    /* A start bitmap is sized by the block's words, as the alloc bits. */
+    _Atomic uint64_t* old_starts = r->starts;
+    if (old_starts) push_block(&h->free_starts[r->bits_cap], (void*)old_starts);
+    TSLAB_RSTORE(r->starts, NULL);
     _Atomic uint64_t* bits = (_Atomic uint64_t*)meta_block(a, self, &h->free_words[words], (size_t)words * 16);
     TSLAB_RSTORE(r->bits, bits);
     r->bits_cap = bits ? (uint16_t)words : 0;
     ok = bits != NULL;
   }
   if (ok && starts && !r->starts) {
-    void* p = meta_block(a, self, &h->free_starts, (TSLAB_BLOCK_WORDS + 1) * sizeof(uint64_t));
+    void* p = meta_block(a, self, &h->free_starts[words], (words + 1) * sizeof(uint64_t));
     TSLAB_RSTORE(r->starts, (_Atomic uint64_t*)p);
     ok = p != NULL;
   }
@@ -789,7 +793,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
     /* A run given back before it was published (a formatter that ran out of
      * metadata) closes its `seq`. */
     if (atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) seq_end(r);
-    size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+    size_t bytes = tslab_run_bytes(r);
     if (release || a->config.release_policy == TSLAB_RELEASE_EAGER || r->granules > TSLAB_SLAB_MAX_GRANULES) {
       mark_releasing(a, r, &chain);
     } else if (h->dirty_bytes + bytes <= a->config.pool_resident_max) {
@@ -941,7 +945,7 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
     if (atomic_load(&r->kind) != TSLAB_RUN_FREE_DIRTY) REPORT("dirty list holds a run of kind %d", (int)atomic_load(&r->kind));
     if (r->lru_prev ? r->lru_prev->lru_next != r : h->lru_head != r) REPORT("dirty age order is broken");
     if (!r->lru_next && h->lru_tail != r) REPORT("dirty age order ends elsewhere than its tail");
-    dirty_bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+    dirty_bytes += tslab_run_bytes(r);
     aged++;
   }
   if (dirty_bytes != h->dirty_bytes) REPORT("dirty pool counts %zu bytes, lists hold %zu", h->dirty_bytes, dirty_bytes);
@@ -959,7 +963,7 @@ TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
     uint64_t tagged = 0;
     for (tslab_run_t* r = h->lru_head; r; r = r->lru_next)
-      if (r->decay_slot == slot + 1) tagged += (uint64_t)r->granules << TSLAB_GRANULE_SHIFT;
+      if (r->decay_slot == slot + 1) tagged += tslab_run_bytes(r);
     if (tagged != atomic_load(&h->decay_bytes[slot]))
       REPORT("decay of ring slot %u counts %llu bytes, the pool holds %llu", slot,
              (unsigned long long)atomic_load(&h->decay_bytes[slot]), (unsigned long long)tagged);

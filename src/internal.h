@@ -61,17 +61,22 @@
 #define TSLAB_RING_MAX 256u
 #define TSLAB_MAX_ALIGNMENT ((size_t)1 << 20)
 
-/* Blocks (docs/ARCHITECTURE.md 3.4): one granule of mixed-size objects of
- * one era, in 16-byte units. */
-#define TSLAB_BLOCK_GRANULES 1u
-#define TSLAB_BLOCK_BYTES ((size_t)TSLAB_BLOCK_GRANULES << TSLAB_GRANULE_SHIFT)
+/* Blocks (docs/ARCHITECTURE.md 3.4): mixed-size objects of one era, in
+ * 16-byte units. A cache's era bumps through small blocks (one granule) until
+ * it has bumped a large block's worth, then through large ones (four
+ * granules: as many units as a handle's slot field can name). A block's own
+ * geometry is in its descriptor (`granules`, `capacity` in units, `words`). */
+#define TSLAB_BLOCK_GRANULES_SMALL 1u
+#define TSLAB_BLOCK_GRANULES_LARGE 4u
+#define TSLAB_BLOCK_BYTES_SMALL ((size_t)TSLAB_BLOCK_GRANULES_SMALL << TSLAB_GRANULE_SHIFT)
+#define TSLAB_BLOCK_BYTES_LARGE ((size_t)TSLAB_BLOCK_GRANULES_LARGE << TSLAB_GRANULE_SHIFT)
 #define TSLAB_UNIT_SHIFT 4
-#define TSLAB_BLOCK_UNITS ((uint32_t)(TSLAB_BLOCK_BYTES >> TSLAB_UNIT_SHIFT))
-#define TSLAB_BLOCK_WORDS (TSLAB_BLOCK_UNITS / 64u)
+#define TSLAB_BLOCK_UNITS_MAX ((uint32_t)(TSLAB_BLOCK_BYTES_LARGE >> TSLAB_UNIT_SHIFT))
+#define TSLAB_BLOCK_WORDS_MAX (TSLAB_BLOCK_UNITS_MAX / 64u)
 #define TSLAB_BLOCK_OBJ_MAX ((size_t)4 << 10) /* larger objects go to slabs and spans */
 /* A run's bitmap words, at most: a slab's or a block's. */
 #define TSLAB_SLAB_MAX_WORDS (TSLAB_MAX_SLOTS / 64u)
-#define TSLAB_MAX_WORDS (TSLAB_SLAB_MAX_WORDS > TSLAB_BLOCK_WORDS ? TSLAB_SLAB_MAX_WORDS : TSLAB_BLOCK_WORDS)
+#define TSLAB_MAX_WORDS (TSLAB_SLAB_MAX_WORDS > TSLAB_BLOCK_WORDS_MAX ? TSLAB_SLAB_MAX_WORDS : TSLAB_BLOCK_WORDS_MAX)
 /* Handles: slot (unit) index bits. */
 #define TSLAB_HANDLE_SLOT_BITS 12
 
@@ -213,7 +218,8 @@ struct tslab_run {
    * cross-thread frees apart. */
   _Atomic(tslab_tcache_t*) creator;
   _Atomic uint32_t large_state;
-  uint32_t depth;             /* hot reserve: spare blocks below this one (relaxed: statistics read it) */
+  uint32_t depth;             /* hot reserve: granules of the spare stack from this block down (relaxed:
+                                 statistics read it) */
   /* Hot reserve: the next spare block down the stack. Its own link (not
    * `heap_next`, which a releaser rewrites once it took the stack) because
    * the owner reads it for its pop while a releaser may take the stack. */
@@ -408,7 +414,7 @@ static inline __attribute__((always_inline)) void tslab_bump_mark(tslab_slot_cac
 /* Whether the slot's era may take a new block for an object of `size` (3.4):
  * block-sized, and budget left for one more block. */
 static inline bool tslab_slot_block_room(const tslab_slot_cache_t* sc, size_t size) {
-  return size <= TSLAB_BLOCK_OBJ_MAX && sc->budget >= TSLAB_BLOCK_BYTES;
+  return size <= TSLAB_BLOCK_OBJ_MAX && sc->budget >= TSLAB_BLOCK_BYTES_SMALL;
 }
 
 /* Cumulative counters of a cache (or of the instance, for threads without a
@@ -557,7 +563,9 @@ typedef struct tslab_heap {
    * what has passed a grace period; limbo holds the rest, oldest first. */
   tslab_run_t* free_descs;
   void* free_words[TSLAB_MAX_WORDS + 1]; /* bitmap blocks by word count */
-  void* free_starts;                  /* block start bitmaps */
+  /* Block start bitmaps by their block's word count: a descriptor's start
+   * bitmap, when it has one, holds bits_cap + 1 words. */
+  void* free_starts[TSLAB_BLOCK_WORDS_MAX + 1];
   void* free_gens[TSLAB_MAX_SLOTS / 64 + 1]; /* by slot count / 64 */
   tslab_run_t* limbo_head;
   tslab_run_t* limbo_tail;
@@ -952,6 +960,9 @@ static inline bool tslab_run_era_copies_ok(const tslab_t* a, const tslab_run_t* 
 
 /* Bitmap words that can hold set bits: a block's bumped prefix (bumped is
  * set once it stops bumping), a slab's whole bitmap. */
+/* A run's length in bytes. */
+static inline size_t tslab_run_bytes(const tslab_run_t* r) { return (size_t)r->granules << TSLAB_GRANULE_SHIFT; }
+
 static inline uint32_t tslab_run_words(const tslab_run_t* s) {
   return s->cls == TSLAB_CLASSES ? (s->bumped + 63) >> 6 : s->words;
 }
@@ -963,10 +974,12 @@ static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
 }
 
 /* block.c */
-TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
+/* A block for era: a drained one of the cache's reserve (any length), else a
+ * new one of `granules` from the heap. */
+TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules);
 TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top);
 TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units);
-TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t unit);
+TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t units, uint32_t unit);
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b);
 TSLAB_INTERNAL size_t tslab_block_release_reserve(tslab_t* a, tslab_tcache_t* tc, bool release);
 TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc);
@@ -1234,16 +1247,16 @@ static inline void tslab_bump_release(_Atomic uint64_t* c, uint64_t n) {
 #define TSLAB_USED_MASK ((1ull << TSLAB_USED_BITS) - 1)
 /* used counts slots (block units), allocated or set aside: at most the
  * capacity. */
-_Static_assert(TSLAB_SMALL_MAX <= UINT16_MAX && TSLAB_MAX_SLOTS <= UINT16_MAX && TSLAB_BLOCK_UNITS <= UINT16_MAX &&
+_Static_assert(TSLAB_SMALL_MAX <= UINT16_MAX && TSLAB_MAX_SLOTS <= UINT16_MAX && TSLAB_BLOCK_UNITS_MAX <= UINT16_MAX &&
                    ((size_t)TSLAB_SLAB_MAX_GRANULES << TSLAB_GRANULE_SHIFT) <= ((size_t)1 << 18) &&
                    offsetof(tslab_run_t, has_gens) < 64 && offsetof(tslab_run_t, ring_slot) < 64 &&
                    offsetof(tslab_run_t, slot_bytes) < 64 &&
                    TSLAB_RING_MAX <= 256,
                "a run's geometry fits its 16-bit fields, its slot bytes stay below 2^18, and what a "
                "local free reads is on the descriptor's first line");
-_Static_assert(TSLAB_BLOCK_UNITS <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,
+_Static_assert(TSLAB_BLOCK_UNITS_MAX <= TSLAB_USED_MASK && TSLAB_MAX_SLOTS <= TSLAB_USED_MASK,
                "used must fit its bits of usage");
-_Static_assert(TSLAB_BLOCK_UNITS <= (1u << TSLAB_HANDLE_SLOT_BITS) && TSLAB_MAX_SLOTS <= (1u << TSLAB_HANDLE_SLOT_BITS),
+_Static_assert(TSLAB_BLOCK_UNITS_MAX <= (1u << TSLAB_HANDLE_SLOT_BITS) && TSLAB_MAX_SLOTS <= (1u << TSLAB_HANDLE_SLOT_BITS),
                "handles name every slot");
 
 static inline uint32_t tslab_slab_used(const tslab_run_t* s) {

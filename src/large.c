@@ -21,7 +21,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   atomic_store_explicit(&r->large_state, TSLAB_LARGE_LIVE, memory_order_relaxed);
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_heap_span_link(a, r, slot);
-  size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+  size_t bytes = tslab_run_bytes(r);
   tslab_epoch_slot_t* es = &a->slots[slot];
   atomic_fetch_add_explicit(&es->large_allocs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&es->large_bytes_alloc, bytes, memory_order_relaxed);
@@ -38,7 +38,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
  * run back. `cross`: freed by another cache than the creator. */
 static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
   uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
-  size_t bytes = (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+  size_t bytes = tslab_run_bytes(r);
   tslab_heap_span_unlink(a, r, (uint32_t)(era & a->ring_mask));
   if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
   tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
@@ -116,7 +116,7 @@ TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a) {
     if (atomic_load(&r->kind) != TSLAB_RUN_LARGE) continue;
     if (atomic_load(&r->large_state) == TSLAB_LARGE_LIVE) {
       live++;
-      bytes += (size_t)r->granules << TSLAB_GRANULE_SHIFT;
+      bytes += tslab_run_bytes(r);
     } else {
       r->heap_next = freed;
       freed = r;

@@ -42,7 +42,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint3
   TSLAB_COUNT_EVENT(a, tc, slabs_created, 1);
   tslab_owner_add(&tc->cls_slabs[cls], 1);
   /* A refill's, in the owner's window with the era ACTIVE (alloc.c). */
-  tslab_era_count_run_owned(a, era, 1, (int64_t)s->granules << TSLAB_GRANULE_SHIFT);
+  tslab_era_count_run_owned(a, era, 1, (int64_t)tslab_run_bytes(s));
   tslab_run_publish(a, s, TSLAB_RUN_SLAB);
   return s;
 }
@@ -89,7 +89,7 @@ static void runs_retire(tslab_t* a, tslab_run_t* list, tslab_tcache_t* owned) {
      * for its era once its closer counted it (7.5). */
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;
     if (!block || s->era_counted) {
-      int64_t bytes = -(int64_t)((size_t)s->granules << TSLAB_GRANULE_SHIFT);
+      int64_t bytes = -(int64_t)tslab_run_bytes(s);
       if (owned)
         tslab_era_count_run_owned(a, era, -1, bytes);
       else
@@ -379,7 +379,7 @@ static void recount_era(tslab_t* a, const tslab_run_t* s, uint64_t* runs, uint64
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   if (TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state)) != era) return;
   runs[slot]++;
-  bytes[slot] += (uint64_t)s->granules << TSLAB_GRANULE_SHIFT;
+  bytes[slot] += tslab_run_bytes(s);
 }
 
 /* Fork child (src/fork.c), after the closes in progress were completed:
@@ -500,8 +500,9 @@ TSLAB_INTERNAL size_t tslab_slab_check(tslab_t* a, tslab_run_t* s, char* report,
     if (s->obj_size != ci->size || s->capacity != ci->capacity || s->words != ci->words ||
         s->granules != ci->granules)
       REPORT("slab %p geometry does not match class %u", (void*)s->start, s->cls);
-  } else if (s->obj_size != 1u << TSLAB_UNIT_SHIFT || s->capacity != TSLAB_BLOCK_UNITS ||
-             s->words != TSLAB_BLOCK_WORDS || s->granules != TSLAB_BLOCK_GRANULES) {
+  } else if (s->obj_size != 1u << TSLAB_UNIT_SHIFT ||
+             (s->granules != TSLAB_BLOCK_GRANULES_SMALL && s->granules != TSLAB_BLOCK_GRANULES_LARGE) ||
+             s->capacity != s->granules << (TSLAB_GRANULE_SHIFT - TSLAB_UNIT_SHIFT) || s->words != s->capacity / 64) {
     REPORT("block %p does not have a block's geometry", (void*)s->start);
   }
   uint32_t set = 0;

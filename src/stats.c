@@ -167,7 +167,7 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
       tslab_run_t* blk = __atomic_load_n(&sc->blk, __ATOMIC_ACQUIRE);
       if (blk) {
         out->blocks_in_use++;
-        out->live_bytes += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
+        out->live_bytes += tslab_block_live_bytes(blk, TSLAB_RLOAD(blk->capacity));
       }
       for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE)) {
         out->blocks_in_use++;
@@ -284,7 +284,7 @@ static void era_cache_counts(tslab_t* a, uint32_t slot, uint64_t era, era_counts
       uint8_t* top = __atomic_load_n(&sc->top, __ATOMIC_RELAXED);
       uint8_t* start = TSLAB_RLOAD(blk->start);
       if (top > start) c->held_block_bytes += (uint64_t)(top - start);
-      c->live_bytes_blocks += tslab_block_live_bytes(blk, TSLAB_BLOCK_UNITS);
+      c->live_bytes_blocks += tslab_block_live_bytes(blk, TSLAB_RLOAD(blk->capacity));
     }
     for (tslab_run_t* b = __atomic_load_n(&sc->full, __ATOMIC_ACQUIRE); b; b = __atomic_load_n(&b->bin_next, __ATOMIC_ACQUIRE)) {
       uint32_t bumped = TSLAB_RLOAD(b->bumped);

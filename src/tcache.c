@@ -564,16 +564,20 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   } else if (stopped && tslab_slab_used(stopped) == 0) {
     slot_drop_block(a, tc, sc, stopped);
   }
-  tslab_run_t* b = tslab_block_take(a, tc, era);
+  /* Small blocks until the era has bumped a large block's worth here (3.4). */
+  bool large = a->config.block_budget - sc->budget >= TSLAB_BLOCK_BYTES_LARGE && sc->budget >= TSLAB_BLOCK_BYTES_LARGE;
+  tslab_run_t* b = tslab_block_take(a, tc, era, large ? TSLAB_BLOCK_GRANULES_LARGE : TSLAB_BLOCK_GRANULES_SMALL);
   if (sampled) tslab_sample_end(a, wall, cpu);
   if (!b) {
     *status = TSLAB_ERR_OUT_OF_MEMORY;
     return NULL;
   }
-  sc->budget -= TSLAB_BLOCK_BYTES;
+  /* A large block of the reserve may take the era past its budget. */
+  size_t bytes = tslab_run_bytes(b);
+  sc->budget = sc->budget > bytes ? sc->budget - bytes : 0;
   write_begin(&sc->seq);
   sc->base = b->start;
-  sc->room = TSLAB_BLOCK_BYTES;
+  sc->room = bytes;
   sc->bits = b->bits;
   sc->starts = b->starts;
   __atomic_store_n(&sc->top, b->start, __ATOMIC_RELAXED);
@@ -1081,7 +1085,7 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
    * and did not publish `top`: `room` first, so that a cut bump leaves the
    * block less room than it has, never more. The rewind keeps the published
    * top; `room` is computed again from it. */
-  sc->room = (size_t)(b->start + TSLAB_BLOCK_BYTES - sc->top);
+  sc->room = (size_t)(b->start + tslab_run_bytes(b) - sc->top);
 }
 
 /* fork child, for every cache, before anything reads its lists: lists and
@@ -1327,12 +1331,16 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
       REPORT("an abandoned cache keeps reserve blocks");
     size_t reserve = 0;
     tslab_run_t* hot = atomic_load(&tc->hot);
-    for (tslab_run_t* b = hot; b; b = NULL, reserve++)
+    for (tslab_run_t* b = hot; b; b = NULL) {
       if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("hot block of kind %d", (int)atomic_load(&b->kind));
-    for (tslab_run_t* b = atomic_load(&tc->spares); b; b = atomic_load(&b->spare_next), reserve++)
+      reserve += tslab_run_bytes(b);
+    }
+    for (tslab_run_t* b = atomic_load(&tc->spares); b; b = atomic_load(&b->spare_next)) {
       if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("spare block of kind %d", (int)atomic_load(&b->kind));
-    if (reserve * TSLAB_BLOCK_BYTES > a->config.thread_reserve_max)
-      REPORT("a cache keeps %zu reserve blocks, above thread_reserve_max", reserve);
+      reserve += tslab_run_bytes(b);
+    }
+    if (reserve > a->config.thread_reserve_max)
+      REPORT("a cache keeps %zu bytes of reserve blocks, above thread_reserve_max", reserve);
   }
   return bad;
 }

@@ -23,7 +23,7 @@ if(TSLAB_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
     -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined)
   add_executable(fuzz_api ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_api.c
     $<TARGET_OBJECTS:tslab_fuzz_objects>)
-  target_include_directories(fuzz_api PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(fuzz_api PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_compile_definitions(fuzz_api PRIVATE _GNU_SOURCE)
   target_compile_options(fuzz_api PRIVATE -fsanitize=fuzzer,address,undefined
     -fno-sanitize-recover=undefined)

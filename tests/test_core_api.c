@@ -123,8 +123,10 @@ static void test_slot_index_exact(void) {
     tail |= (size_t)ci->capacity * ci->size < bytes;
     wrong += slot_index_wrong(c, ci->size, ci->capacity, ci->recip, bytes);
   }
-  wrong += slot_index_wrong(TSLAB_CLASSES, 1u << TSLAB_UNIT_SHIFT, TSLAB_BLOCK_UNITS, (1ull << 48) >> TSLAB_UNIT_SHIFT,
-                            TSLAB_BLOCK_BYTES);
+  /* Blocks, small and large. */
+  for (size_t bytes = TSLAB_BLOCK_BYTES_SMALL; bytes <= TSLAB_BLOCK_BYTES_LARGE; bytes *= 4)
+    wrong += slot_index_wrong(TSLAB_CLASSES, 1u << TSLAB_UNIT_SHIFT, (uint32_t)(bytes >> TSLAB_UNIT_SHIFT),
+                              (1ull << 48) >> TSLAB_UNIT_SHIFT, bytes);
   CHECK(tail); /* the test covers tails */
   CHECK_EQ_U(wrong, 0);
   tslab_destroy(a);

@@ -367,7 +367,7 @@ static void test_held_while_closing(int point) {
  * against the reserves). */
 static void* owner_reuses(void* arg) {
   (void)arg;
-  enum { PER_BLOCK = 16384 / SIZE };
+  enum { PER_BLOCK = TSLAB_BLOCK_BYTES_SMALL / SIZE }; /* the era's first block is small */
   return owner_frees_then_fills(PER_BLOCK + 1, PER_BLOCK, 2 * PER_BLOCK + 2);
 }
 

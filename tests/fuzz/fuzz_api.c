@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "fuzz_api.h"
+#include "internal.h" /* a new block's length */
 #include "tslab.h"
 
 #define MAX_OBJS 64
@@ -38,7 +39,11 @@
 #define MAX_ALLOC ((size_t)68 << 14)     /* max_alloc_size: spans past the heap's exact bins */
 #define SPAN_SMALL ((size_t)128 << 10)   /* most spans stay below this */
 #define GRANULE ((size_t)16 << 10)
-#define BLOCK_BYTES GRANULE              /* a block is one granule (docs/ARCHITECTURE.md 3.4) */
+/* An era's blocks on a thread are small until it has bumped a large one's
+ * worth, then large when its budget has room (docs/ARCHITECTURE.md 3.4); a
+ * drained block from the thread's reserve may be of either length. */
+#define BLOCK_SMALL GRANULE
+#define BLOCK_LARGE (4 * GRANULE)
 #define BLOCK_OBJ_MAX ((size_t)4 << 10)  /* larger objects never start a block */
 #define PATTERN_WHOLE ((size_t)64 << 10) /* larger objects: head and tail only */
 #define PATTERN_EDGE ((size_t)4 << 10)
@@ -142,6 +147,7 @@ static struct {
   bool thorough;             /* check everything after every step */
   uint64_t invalid_frees;    /* refusals the instance must have counted */
   uint64_t blocks_taken;     /* blocks started (created or reused) */
+  uint64_t blocks_reused;    /* of them, taken from a thread's reserve, as last seen */
   uint64_t ended;            /* objects ended by free-all closes */
   uint64_t freed_all;        /* free-all closes */
   uint64_t allocs, frees;    /* successful allocations and frees (free-all ends count) */
@@ -356,11 +362,11 @@ static plan_t plan_alloc(uint64_t e, size_t size, size_t align, bool fast) {
       pl.usable = sz;
       return pl;
     }
-    if (size <= BLOCK_OBJ_MAX && b->budget >= BLOCK_BYTES) {
+    if (size <= BLOCK_OBJ_MAX && b->budget >= BLOCK_SMALL) {
       pl.kind = K_BLOCK;
       pl.new_block = true;
       pl.usable = sz;
-      pl.need = BLOCK_BYTES;
+      pl.need = m.cfg.block_budget - b->budget >= BLOCK_LARGE && b->budget >= BLOCK_LARGE ? BLOCK_LARGE : BLOCK_SMALL;
       pl.cls = (uint8_t)class_for(size, 0);
       pl.either = fast && (b->class_bins[pl.cls / 64] >> (pl.cls % 64) & 1);
       return pl;
@@ -373,9 +379,10 @@ static plan_t plan_alloc(uint64_t e, size_t size, size_t align, bool fast) {
   return pl;
 }
 
-static uint64_t blocks_taken_now(void) {
+static uint64_t blocks_taken_now(uint64_t* reused) {
   tslab_stats_global_t g;
   tslab_stats_global(m.a, &g);
+  if (reused) *reused = g.blocks_reused_total;
   return g.blocks_created_total + g.blocks_reused_total;
 }
 
@@ -383,7 +390,8 @@ static uint64_t blocks_taken_now(void) {
  * follow it in the bump model. */
 static void plan_placed(plan_t* pl, void* p, size_t size, uint64_t e) {
   bump_t* b = &m.bump[e % m.ring];
-  if (pl->either && blocks_taken_now() == m.blocks_taken) {
+  uint64_t reused;
+  if (pl->either && blocks_taken_now(&reused) == m.blocks_taken) {
     pl->kind = K_CLASS;
     pl->new_block = false;
     pl->usable = classes.size[pl->cls];
@@ -392,12 +400,19 @@ static void plan_placed(plan_t* pl, void* p, size_t size, uint64_t e) {
   if (pl->kind == K_BLOCK && pl->new_block) {
     /* (The old block itself when all its objects were freed: it drained
      * as it stopped and is the thread's hot block.) */
-    if (q % BLOCK_BYTES)
+    if (q % GRANULE)
       FAIL("alloc(%zu, era %llu) = %p: expected the start of a new block", size,
            (unsigned long long)e, p);
-    b->budget -= BLOCK_BYTES;
+    /* Its length: a new block's is the one planned, a reused one's either. */
+    blocks_taken_now(&reused);
+    size_t bytes = tslab_run_bytes(tslab_run_of(m.a, p));
+    if (reused == m.blocks_reused ? bytes != pl->need : bytes != BLOCK_SMALL && bytes != BLOCK_LARGE)
+      FAIL("alloc(%zu, era %llu) = %p: a %s block of %zu bytes, expected %zu", size, (unsigned long long)e, p,
+           reused == m.blocks_reused ? "new" : "reused", bytes, pl->need);
+    m.blocks_reused = reused;
+    b->budget = b->budget > bytes ? b->budget - bytes : 0;
     b->base = q;
-    b->end = q + BLOCK_BYTES;
+    b->end = q + bytes;
     b->top = q + pl->usable;
     m.blocks_taken++;
   } else if (pl->kind == K_BLOCK) {
@@ -1155,7 +1170,7 @@ static void check_all(int level) {
   /* The hot reserve is bounded: the pool, plus whole blocks per cache. */
   uint64_t bound = m.cfg.release_policy == TSLAB_RELEASE_EAGER
                        ? 0
-                       : m.cfg.pool_resident_max + g.thread_caches * (m.cfg.thread_reserve_max / BLOCK_BYTES * BLOCK_BYTES);
+                       : m.cfg.pool_resident_max + g.thread_caches * (m.cfg.thread_reserve_max / GRANULE * GRANULE);
   if (g.reserve_bytes > bound)
     FAIL("stats: a reserve of %llu bytes, above its bound %llu", (unsigned long long)g.reserve_bytes,
          (unsigned long long)bound);
