@@ -134,9 +134,9 @@ typedef struct tslab_config {
   size_t pool_resident_max;     /* hot reserve of the instance: empty slab bytes its shared pool
                                    keeps resident for any epoch; default 1 MiB */
   size_t thread_reserve_max;    /* hot reserve of each thread cache: drained block bytes it keeps
-                                   for its own next epochs (a multiple of 16 KiB counts); default
-                                   256 KiB. The whole reserve is at most pool_resident_max +
-                                   threads x thread_reserve_max. */
+                                   for its own next epochs (blocks are 16 or 64 KiB; a multiple
+                                   of 16 KiB counts); default 256 KiB. The whole reserve is at most
+                                   pool_resident_max + threads x thread_reserve_max. */
   size_t pool_decay_max;        /* empty slab bytes of epochs that are still open that the pool
                                    may keep beyond pool_resident_max, so a program that frees a
                                    batch and allocates it again in the same epoch faults nothing
@@ -146,11 +146,12 @@ typedef struct tslab_config {
   uint32_t pool_decay_ms;       /* how long memory kept by decay stays resident (checked
                                    whenever the pool is used); default 1000 ms, at most
                                    3,600,000 */
-  size_t block_budget;          /* bytes each thread may bump-allocate per epoch in 16 KiB blocks
-                                   of mixed sizes before the epoch continues in class slabs
-                                   (blocks make an epoch's first allocations cost no slab per
-                                   size class); default 1 MiB; 0 turns blocks off. The
-                                   instance's first era (era 1) never uses blocks. */
+  size_t block_budget;          /* bytes each thread may bump-allocate per epoch in blocks of
+                                   mixed sizes (16 KiB, then 64 KiB once it has bumped 64 KiB)
+                                   before the epoch continues in class slabs (blocks make an
+                                   epoch's first allocations cost no slab per size class);
+                                   default 1 MiB; 0 turns blocks off. The instance's first era
+                                   (era 1) never uses blocks. */
   size_t max_alloc_size;        /* largest request accepted, at most reserve_bytes / 2;
                                    default 1 GiB */
   tslab_release_policy_t release_policy; /* default TSLAB_RELEASE_ON_CLOSE */

@@ -263,7 +263,7 @@ static const field_t global_fields[] = {
       "Slabs, spans and blocks taken from the page heap that were placed in memory that "
       "served before (pool or released and reused)."),
     G(blocks_in_use, K_U64, "tslab_blocks_in_use", NULL, "gauge",
-      "Mixed-size 16 KiB blocks held by epochs: bumping, full, or detached with live objects."),
+      "Mixed-size blocks (16 or 64 KiB) held by epochs: bumping, full, or detached with live objects."),
     G(blocks_created_total, K_U64, "tslab_blocks_created_total", NULL, "counter",
       "Blocks taken from the page heap (its pool of empty runs, a released run or new "
       "memory)."),
