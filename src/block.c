@@ -253,22 +253,31 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
 
 /* A drained block goes to its cache's hot reserve when there is room: the
  * hot slot first (only this cache puts there, so a plain store does when it
- * is empty), then the spare stack. The hot slot may hold a large block, so
- * the stack keeps at most thread_reserve_max less a large block's granules,
- * counted in `depth` (granules from its block down). The caller is the
- * cache's owner, or a closer of an era only this cache used. */
+ * is empty), then the spare stack, each spare recording the granules of the
+ * stack from it down (`depth`). Hot slot and stack together keep at most
+ * thread_reserve_max: only this cache adds to either, and a releaser or the
+ * owner's take only lowers them, so checking the sum at each addition holds
+ * the bound (a hot block taken meanwhile only makes the check stricter than
+ * needed). The caller is the cache's owner, or a closer of an era only this
+ * cache used. */
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b) {
   size_t max_granules = a->config.thread_reserve_max >> TSLAB_GRANULE_SHIFT;
   if (a->config.release_policy == TSLAB_RELEASE_EAGER || max_granules < b->granules) return false;
   atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
   TSLAB_RSTORE(b->depth, 0u);
   atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
-  if (!atomic_load_explicit(&tc->hot, memory_order_relaxed)) {
-    atomic_store_explicit(&tc->hot, b, memory_order_release);
-    return true;
-  }
-  size_t max_spares = max_granules > TSLAB_BLOCK_GRANULES_LARGE ? max_granules - TSLAB_BLOCK_GRANULES_LARGE : 0;
   tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
+  tslab_run_t* hot = atomic_load_explicit(&tc->hot, memory_order_relaxed);
+  if (!hot) {
+    if ((head ? TSLAB_RLOAD(head->depth) : 0) + b->granules <= max_granules) {
+      atomic_store_explicit(&tc->hot, b, memory_order_release);
+      return true;
+    }
+    atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
+    return false;
+  }
+  uint32_t hot_granules = TSLAB_RLOAD(hot->granules);
+  size_t max_spares = hot_granules < max_granules ? max_granules - hot_granules : 0;
   do {
     uint32_t depth = (head ? TSLAB_RLOAD(head->depth) : 0) + b->granules;
     TSLAB_RSTORE(b->depth, depth);

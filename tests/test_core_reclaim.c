@@ -683,6 +683,119 @@ static void test_reserve_bound(void) {
   tslab_destroy(a);
 }
 
+/* ---- small and large blocks (docs/ARCHITECTURE.md 3.4) ---- */
+
+/* An era past 64 KiB asks for large blocks (four granules in a row); a heap
+ * left with single free granules still serves it, with small ones. */
+static void test_large_block_falls_back(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)4 << 20;
+  c.max_alloc_size = (size_t)2 << 20;
+  c.epoch_ring_size = 256;
+  c.thread_reserve_max = c.pool_resident_max = c.pool_decay_max = 0;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  /* Eras of one small block each, side by side; every other one keeps an
+   * object, so the drained ones leave single free granules. */
+  enum { ERAS = 100, OBJ = 4000 };
+  void* kept[ERAS];
+  tslab_epoch_t eras[ERAS];
+  for (int i = 0; i < ERAS; i++) {
+    eras[i] = tslab_epoch_advance(a);
+    REQUIRE((kept[i] = tslab_alloc(a, OBJ, eras[i])) != NULL);
+  }
+  for (int i = 0; i < ERAS; i++) {
+    if (i % 2) {
+      CHECK(tslab_free(a, kept[i]));
+      kept[i] = NULL;
+    }
+    CHECK_EQ_U(tslab_epoch_close(a, eras[i]), TSLAB_OK);
+  }
+  /* Long-lived spans take every longer free run. */
+  enum { SPANS_MAX = 64 };
+  void* spans[SPANS_MAX];
+  size_t n_spans = 0;
+  for (size_t size = (size_t)1 << 20; size >= 65536 && n_spans < SPANS_MAX; size /= 2)
+    while (n_spans < SPANS_MAX && (spans[n_spans] = tslab_alloc(a, size, 1)) != NULL) n_spans++;
+  /* An era bumps 4 KiB objects: four per small block, one granule each. */
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  size_t n = 0;
+  while (tslab_alloc(a, OBJ, e)) n++;
+  printf("large blocks falling back: %zu objects of %d B in single granules\n", n, OBJ);
+  CHECK(n >= 4 * (ERAS / 2) * 3 / 4); /* most of the freed granules, far past 64 KiB */
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  for (size_t i = 0; i < n_spans; i++) CHECK(tslab_free(a, spans[i]));
+  for (int i = 0; i < ERAS; i++)
+    if (kept[i]) CHECK(tslab_free(a, kept[i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* A thread's reserve keeps drained blocks of either length up to its bound:
+ * four small ones in 64 KiB, reused by the next era; after an era of large
+ * blocks, no more than the bound. */
+static void test_reserve_block_lengths(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 32;
+  c.thread_reserve_max = (size_t)64 << 10;
+  c.pool_resident_max = 0;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  enum { SIZE = 1000, SMALL_ERA = 60, BIG_ERA = 400 }; /* 16 objects per small block */
+  void* objs[BIG_ERA];
+  tslab_stats_global_t g0, g1, g2;
+  for (int round = 0; round < 3; round++) {
+    size_t n = round == 1 ? BIG_ERA : SMALL_ERA;
+    REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    for (size_t i = 0; i < n; i++) REQUIRE((objs[i] = tslab_alloc(a, SIZE, e)) != NULL);
+    REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+    for (size_t i = 0; i < n; i++) CHECK(tslab_free(a, objs[i]));
+    CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+    REQUIRE(tslab_stats_global(a, &g2) == TSLAB_OK);
+    uint64_t taken = g1.blocks_created_total + g1.blocks_reused_total - g0.blocks_created_total - g0.blocks_reused_total;
+    printf("reserve of 64 KiB, era of %zu objects: %llu blocks (%llu from the reserve), reserve %llu KiB after\n", n,
+           (unsigned long long)taken, (unsigned long long)(g1.blocks_reused_total - g0.blocks_reused_total),
+           (unsigned long long)(g2.reserve_bytes >> 10));
+    CHECK(g2.reserve_bytes <= c.thread_reserve_max);
+    if (round == 0) {
+      CHECK_EQ_U(taken, 4);
+      CHECK_EQ_U(g2.reserve_bytes, (uint64_t)64 << 10); /* all four kept */
+    } else if (round == 2) {
+      /* The big era left a large block (or several small ones) in the
+       * reserve: the next era bumps through the reserve first. */
+      CHECK(g1.blocks_reused_total > g0.blocks_reused_total);
+    }
+    CHECK_CONSISTENT(a);
+  }
+  /* The hot slot emptied by a take, the spares left: a large block that
+   * drains then does not fit beside them. Era x bumps four small blocks
+   * (16 objects each) and a full large one (65), then starts another; the
+   * small ones drain into the reserve (hot and three spares), era y takes
+   * the hot one, and the large one drains. */
+  enum { PER_SMALL = 16, PER_LARGE = 65, X_OBJS = 4 * PER_SMALL + PER_LARGE + 1 };
+  tslab_epoch_t x = tslab_epoch_advance(a);
+  for (size_t i = 0; i < X_OBJS; i++) REQUIRE((objs[i] = tslab_alloc(a, SIZE, x)) != NULL);
+  for (size_t i = 0; i < 4 * PER_SMALL; i++) CHECK(tslab_free(a, objs[i]));
+  REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+  CHECK_EQ_U(g0.reserve_bytes, (uint64_t)64 << 10);
+  tslab_epoch_t y = tslab_epoch_advance(a);
+  void* in_y = tslab_alloc(a, SIZE, y);
+  REQUIRE(in_y != NULL);
+  for (size_t i = 4 * PER_SMALL; i + 1 < X_OBJS; i++) CHECK(tslab_free(a, objs[i]));
+  REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+  CHECK(g1.reserve_bytes <= c.thread_reserve_max);
+  CHECK_CONSISTENT(a);
+  CHECK(tslab_free(a, objs[X_OBJS - 1]));
+  CHECK(tslab_free(a, in_y));
+  CHECK_EQ_U(tslab_epoch_close(a, x), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_close(a, y), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   test_idle_thread_close();
@@ -696,5 +809,7 @@ int main(void) {
   test_pool_reuse_by_length();
   test_small_heap_lazy();
   test_reserve_bound();
+  test_large_block_falls_back();
+  test_reserve_block_lengths();
   TEST_DONE();
 }
