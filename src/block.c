@@ -63,9 +63,10 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   atomic_store_explicit(&b->mode, TSLAB_ATTACHED, memory_order_relaxed);
 }
 
-/* A new block of `granules` from the heap. */
+/* A new block of `granules` from the heap. A large one does not make the
+ * heap give up its dirty pool: its caller takes a small one instead. */
 static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules) {
-  tslab_run_t* b = tslab_heap_alloc(a, tc, granules, 1);
+  tslab_run_t* b = tslab_heap_alloc(a, tc, granules, 1, granules == TSLAB_BLOCK_GRANULES_SMALL);
   if (!b) return NULL;
   if (!tslab_heap_bitmaps(a, tc, b, block_words(granules), true)) {
     tslab_heap_retire(a, b, false);
@@ -253,30 +254,31 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
 
 /* A drained block goes to its cache's hot reserve when there is room: the
  * hot slot first (only this cache puts there, so a plain store does when it
- * is empty), then the spare stack, each spare recording the granules of the
- * stack from it down (`depth`). Hot slot and stack together keep at most
- * thread_reserve_max: only this cache adds to either, and a releaser or the
- * owner's take only lowers them, so checking the sum at each addition holds
- * the bound (a hot block taken meanwhile only makes the check stricter than
- * needed). The caller is the cache's owner, or a closer of an era only this
- * cache used. */
+ * is empty), then the spare stack. `depth` holds the hot block's granules,
+ * and a spare's those of the stack from it down. Hot slot and stack together
+ * keep at most thread_reserve_max: only the owner adds to or takes from
+ * them, a releaser only takes, so checking the sum at each addition holds
+ * the bound. What a releaser took meanwhile only makes the check stricter,
+ * and a descriptor it gave away (and the heap reused) has a `depth` of 0 or
+ * one a later keep bounded. The caller is the cache's owner, or a closer of
+ * an era only this cache used, on the owner's thread. */
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b) {
   size_t max_granules = a->config.thread_reserve_max >> TSLAB_GRANULE_SHIFT;
   if (a->config.release_policy == TSLAB_RELEASE_EAGER || max_granules < b->granules) return false;
   atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
-  TSLAB_RSTORE(b->depth, 0u);
   atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
   tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
   tslab_run_t* hot = atomic_load_explicit(&tc->hot, memory_order_relaxed);
   if (!hot) {
     if ((head ? TSLAB_RLOAD(head->depth) : 0) + b->granules <= max_granules) {
+      TSLAB_RSTORE(b->depth, b->granules);
       atomic_store_explicit(&tc->hot, b, memory_order_release);
       return true;
     }
     atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
     return false;
   }
-  uint32_t hot_granules = TSLAB_RLOAD(hot->granules);
+  uint32_t hot_granules = TSLAB_RLOAD(hot->depth);
   size_t max_spares = hot_granules < max_granules ? max_granules - hot_granules : 0;
   do {
     uint32_t depth = (head ? TSLAB_RLOAD(head->depth) : 0) + b->granules;
@@ -291,12 +293,14 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
 }
 
 /* Statistics, from any thread: the hot block and the head spare may be
- * taken (and their descriptors used again) meanwhile, so their length and
- * depth are read as the relaxed atomics they are written as. */
+ * taken (and their descriptors used again) meanwhile, so their `depth` is
+ * read as the relaxed atomic it is written as: 0 or a value a keep bounded.
+ * The two reads are not one snapshot: a reader racing the owner may count
+ * a block twice or miss one. */
 TSLAB_INTERNAL size_t tslab_block_reserve_bytes(tslab_tcache_t* tc) {
   tslab_run_t* spares = atomic_load_explicit(&tc->spares, memory_order_acquire);
   tslab_run_t* hot = atomic_load_explicit(&tc->hot, memory_order_acquire);
-  size_t granules = hot ? TSLAB_RLOAD(hot->granules) : 0;
+  size_t granules = hot ? TSLAB_RLOAD(hot->depth) : 0;
   if (spares) granules += TSLAB_RLOAD(spares->depth);
   return granules << TSLAB_GRANULE_SHIFT;
 }

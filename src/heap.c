@@ -596,7 +596,8 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_fresh_desc(tslab_t* a, const tslab_tcache
   return d;
 }
 
-TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* self, size_t n, size_t align) {
+TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* self, size_t n, size_t align,
+                                             bool purge) {
   tslab_heap_t* h = &a->heap;
   if (align == 0) align = 1;
   if (n == 0 || n > UINT32_MAX || n > a->ngranules) return NULL;
@@ -618,7 +619,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     recycled = r && h->top <= h->top_max;
   }
   if (h->top > h->top_max) h->top_max = h->top;
-  if (!r && h->lru_head) {
+  if (!r && purge && h->lru_head) {
     /* Out of address space or commit: turn the dirty pool into clean runs
      * (which coalesce) and try once more. */
     tslab_run_t* chain = NULL;

@@ -218,8 +218,8 @@ struct tslab_run {
    * cross-thread frees apart. */
   _Atomic(tslab_tcache_t*) creator;
   _Atomic uint32_t large_state;
-  uint32_t depth;             /* hot reserve: granules of the spare stack from this block down (relaxed:
-                                 statistics read it) */
+  uint32_t depth;             /* hot reserve: granules of the spare stack from this block down, or
+                                 the hot block's own (relaxed: statistics read it) */
   /* Hot reserve: the next spare block down the stack. Its own link (not
    * `heap_next`, which a releaser rewrites once it took the stack) because
    * the owner reads it for its pop while a releaser may take the stack. */
@@ -806,9 +806,11 @@ TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a);
 TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a);
 /* A run of n granules aligned to `align` granules, kind NONE, its
  * descriptor fresh or past its grace period and its `seq` odd: the caller
- * formats it and publishes it with tslab_run_publish. */
+ * formats it and publishes it with tslab_run_publish. When no free run fits,
+ * `purge` lets the heap release its dirty pool to coalesce one; without it
+ * the caller has a fallback (a large block's is a small one). */
 TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* self, size_t granules,
-                                             size_t align_granules);
+                                             size_t align_granules, bool purge);
 /* Give the run bitmaps for `words` words (and start bits), keeping the
  * ones it has when they fit; false when metadata runs out. */
 TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, uint32_t words,

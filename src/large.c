@@ -9,7 +9,7 @@
 TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t era) {
   size_t granules = (size + TSLAB_GRANULE - 1) >> TSLAB_GRANULE_SHIFT;
   size_t align_granules = align > TSLAB_GRANULE ? align >> TSLAB_GRANULE_SHIFT : 1;
-  tslab_run_t* r = tslab_heap_alloc(a, tc, granules, align_granules);
+  tslab_run_t* r = tslab_heap_alloc(a, tc, granules, align_granules, true);
   if (!r) return NULL;
   TSLAB_RSTORE(r->gen, atomic_load_explicit(&a->gen_base[tslab_run_index(a, r)], memory_order_relaxed));
   TSLAB_RSTORE(r->capacity, (uint16_t)1);

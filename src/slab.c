@@ -19,7 +19,7 @@ static uint64_t padding(const tslab_run_t* s, uint32_t w) {
 
 TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era) {
   const tslab_class_info_t* ci = &tslab_classes[cls];
-  tslab_run_t* s = tslab_heap_alloc(a, tc, ci->granules, 1);
+  tslab_run_t* s = tslab_heap_alloc(a, tc, ci->granules, 1, true);
   if (!s) return NULL;
   if (!tslab_heap_bitmaps(a, tc, s, ci->words, false)) {
     tslab_heap_retire(a, s, false);

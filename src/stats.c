@@ -159,10 +159,8 @@ TSLAB_API int tslab_stats_global(tslab_t* a, tslab_stats_global_t* out) {
   tslab_tcache_t* self = tslab_tcache_find(a);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     events_add(out, &tc->events);
-    tslab_window_enter(a, self);
-    /* In the window: the hot block's descriptor keeps its length meanwhile
-     * (section 4). */
     out->reserve_bytes += tslab_block_reserve_bytes(tc);
+    tslab_window_enter(a, self);
     for (uint32_t slot = 0; slot < a->ring_size; slot++) {
       tslab_slot_cache_t* sc = &tc->slots[slot];
       if (!ld(&sc->era)) continue;

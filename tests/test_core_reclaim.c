@@ -732,6 +732,60 @@ static void test_large_block_falls_back(void) {
   tslab_destroy(a);
 }
 
+/* The same heap of single free granules, with the default reserve and pool:
+ * an era past 64 KiB that cannot have a large block takes small ones from
+ * them without making the heap release its pool first, so eras of the same
+ * size make no system call once the pool holds what they drain. */
+static void test_large_block_keeps_pool(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)8 << 20;
+  c.max_alloc_size = (size_t)2 << 20;
+  c.epoch_ring_size = 256;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  enum { ERAS = 200, OBJ = 4000, SPANS_MAX = 64, ROUND = 128 };
+  void* kept[ERAS];
+  tslab_epoch_t eras[ERAS];
+  for (int i = 0; i < ERAS; i++) {
+    eras[i] = tslab_epoch_advance(a);
+    REQUIRE((kept[i] = tslab_alloc(a, OBJ, eras[i])) != NULL);
+  }
+  for (int i = 0; i < ERAS; i++) {
+    if (i % 2) {
+      CHECK(tslab_free(a, kept[i]));
+      kept[i] = NULL;
+    }
+    CHECK_EQ_U(tslab_epoch_close(a, eras[i]), TSLAB_OK);
+  }
+  tslab_reserve_release(a);
+  void* spans[SPANS_MAX];
+  size_t n_spans = 0;
+  for (size_t size = (size_t)1 << 20; size >= 65536 && n_spans < SPANS_MAX; size /= 2)
+    while (n_spans < SPANS_MAX && (spans[n_spans] = tslab_alloc(a, size, 1)) != NULL) n_spans++;
+  void* objs[ROUND];
+  uint64_t calls[4];
+  for (int round = 0; round < 4; round++) {
+    tslab_stats_global_t g0, g1;
+    REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    for (size_t i = 0; i < ROUND; i++) REQUIRE((objs[i] = tslab_alloc(a, OBJ, e)) != NULL);
+    for (size_t i = 0; i < ROUND; i++) CHECK(tslab_free(a, objs[i]));
+    CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+    REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+    calls[round] = g1.release_calls_total - g0.release_calls_total;
+  }
+  printf("eras of %d objects in single granules: release calls %llu, %llu, %llu, %llu\n", ROUND,
+         (unsigned long long)calls[0], (unsigned long long)calls[1], (unsigned long long)calls[2],
+         (unsigned long long)calls[3]);
+  for (int round = 1; round < 4; round++) CHECK_EQ_U(calls[round], 0);
+  for (size_t i = 0; i < n_spans; i++) CHECK(tslab_free(a, spans[i]));
+  for (int i = 0; i < ERAS; i++)
+    if (kept[i]) CHECK(tslab_free(a, kept[i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* A thread's reserve keeps drained blocks of either length up to its bound:
  * four small ones in 64 KiB, reused by the next era; after an era of large
  * blocks, no more than the bound. */
@@ -793,6 +847,19 @@ static void test_reserve_block_lengths(void) {
   CHECK_EQ_U(tslab_epoch_close(a, x), TSLAB_OK);
   CHECK_EQ_U(tslab_epoch_close(a, y), TSLAB_OK);
   CHECK_CONSISTENT(a);
+  /* The other order: the large block drains first, into the empty hot slot
+   * (the bound's whole 64 KiB), then the small ones find no room beside it. */
+  tslab_reserve_release(a);
+  x = tslab_epoch_advance(a);
+  for (size_t i = 0; i < X_OBJS; i++) REQUIRE((objs[i] = tslab_alloc(a, SIZE, x)) != NULL);
+  for (size_t i = 4 * PER_SMALL; i + 1 < X_OBJS; i++) CHECK(tslab_free(a, objs[i]));
+  for (size_t i = 0; i < 4 * PER_SMALL; i++) CHECK(tslab_free(a, objs[i]));
+  REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+  CHECK_EQ_U(g1.reserve_bytes, (uint64_t)64 << 10);
+  CHECK_CONSISTENT(a);
+  CHECK(tslab_free(a, objs[X_OBJS - 1]));
+  CHECK_EQ_U(tslab_epoch_close(a, x), TSLAB_OK);
+  CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }
 
@@ -810,6 +877,7 @@ int main(void) {
   test_small_heap_lazy();
   test_reserve_bound();
   test_large_block_falls_back();
+  test_large_block_keeps_pool();
   test_reserve_block_lengths();
   TEST_DONE();
 }
