@@ -403,12 +403,15 @@ static void plan_placed(plan_t* pl, void* p, size_t size, uint64_t e) {
     if (q % GRANULE)
       FAIL("alloc(%zu, era %llu) = %p: expected the start of a new block", size,
            (unsigned long long)e, p);
-    /* Its length: a new block's is the one planned, a reused one's either. */
+    /* Its length: a new block's is the one planned, or small where a large
+     * one was (the heap had no four free granules in a row); a reused
+     * one's either. */
     blocks_taken_now(&reused);
     size_t bytes = tslab_run_bytes(tslab_run_of(m.a, p));
-    if (reused == m.blocks_reused ? bytes != pl->need : bytes != BLOCK_SMALL && bytes != BLOCK_LARGE)
+    bool fresh = reused == m.blocks_reused;
+    if (fresh ? bytes != pl->need && bytes != BLOCK_SMALL : bytes != BLOCK_SMALL && bytes != BLOCK_LARGE)
       FAIL("alloc(%zu, era %llu) = %p: a %s block of %zu bytes, expected %zu", size, (unsigned long long)e, p,
-           reused == m.blocks_reused ? "new" : "reused", bytes, pl->need);
+           fresh ? "new" : "reused", bytes, pl->need);
     m.blocks_reused = reused;
     b->budget = b->budget > bytes ? b->budget - bytes : 0;
     b->base = q;

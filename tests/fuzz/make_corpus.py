@@ -8,7 +8,9 @@ argument bytes). Run it again after changing the encoding:
 python3 tests/fuzz/make_corpus.py
 The corpus's regression_* files are not written here: they are inputs the
 fuzzer found that failed once (regression_slot_bounds: a slab's tail taken
-for a slot), kept as found. After a change of the encoding they mean
+for a slot; regression_large_block_fallback: a small block where the model
+planned a large one, which a heap without four free granules in a row
+gives), kept as found. After a change of the encoding they mean
 something else; drop them or find them again.
 """
 import os
