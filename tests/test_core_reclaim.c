@@ -685,91 +685,92 @@ static void test_reserve_bound(void) {
 
 /* ---- small and large blocks (docs/ARCHITECTURE.md 3.4) ---- */
 
+enum { FRAG_ERAS_MAX = 200, FRAG_OBJ = 4000, FRAG_SPANS_MAX = 64 };
+
+/* A heap whose free memory is single granules: eras of one small block each,
+ * side by side, every other one keeping an object (the drained ones leave
+ * single granules), the reserve released, and long-lived spans taking every
+ * longer free run. */
+struct fragments {
+  int eras;
+  void* kept[FRAG_ERAS_MAX];
+  void* spans[FRAG_SPANS_MAX];
+  size_t n_spans;
+};
+
+static void fragment(tslab_t* a, struct fragments* f, int eras) {
+  REQUIRE(eras <= FRAG_ERAS_MAX);
+  f->eras = eras;
+  tslab_epoch_t era[FRAG_ERAS_MAX];
+  for (int i = 0; i < eras; i++) {
+    era[i] = tslab_epoch_advance(a);
+    REQUIRE((f->kept[i] = tslab_alloc(a, FRAG_OBJ, era[i])) != NULL);
+  }
+  for (int i = 0; i < eras; i++) {
+    if (i % 2) {
+      CHECK(tslab_free(a, f->kept[i]));
+      f->kept[i] = NULL;
+    }
+    CHECK_EQ_U(tslab_epoch_close(a, era[i]), TSLAB_OK);
+  }
+  tslab_reserve_release(a);
+  f->n_spans = 0;
+  for (size_t size = (size_t)1 << 20; size >= 65536 && f->n_spans < FRAG_SPANS_MAX; size /= 2)
+    while (f->n_spans < FRAG_SPANS_MAX && (f->spans[f->n_spans] = tslab_alloc(a, size, 1)) != NULL) f->n_spans++;
+}
+
+static void unfragment(tslab_t* a, struct fragments* f) {
+  for (size_t i = 0; i < f->n_spans; i++) CHECK(tslab_free(a, f->spans[i]));
+  for (int i = 0; i < f->eras; i++)
+    if (f->kept[i]) CHECK(tslab_free(a, f->kept[i]));
+  CHECK_CONSISTENT(a);
+}
+
+static tslab_t* make_small(size_t reserve, bool keep) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = reserve;
+  c.max_alloc_size = (size_t)2 << 20;
+  c.epoch_ring_size = 256;
+  if (!keep) c.thread_reserve_max = c.pool_resident_max = c.pool_decay_max = 0;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  return a;
+}
+
 /* An era past 64 KiB asks for large blocks (four granules in a row); a heap
  * left with single free granules still serves it, with small ones. */
 static void test_large_block_falls_back(void) {
-  tslab_config_t c;
-  tslab_config_init(&c);
-  c.reserve_bytes = (size_t)4 << 20;
-  c.max_alloc_size = (size_t)2 << 20;
-  c.epoch_ring_size = 256;
-  c.thread_reserve_max = c.pool_resident_max = c.pool_decay_max = 0;
-  tslab_t* a = tslab_create(&c);
-  REQUIRE(a != NULL);
-  /* Eras of one small block each, side by side; every other one keeps an
-   * object, so the drained ones leave single free granules. */
-  enum { ERAS = 100, OBJ = 4000 };
-  void* kept[ERAS];
-  tslab_epoch_t eras[ERAS];
-  for (int i = 0; i < ERAS; i++) {
-    eras[i] = tslab_epoch_advance(a);
-    REQUIRE((kept[i] = tslab_alloc(a, OBJ, eras[i])) != NULL);
-  }
-  for (int i = 0; i < ERAS; i++) {
-    if (i % 2) {
-      CHECK(tslab_free(a, kept[i]));
-      kept[i] = NULL;
-    }
-    CHECK_EQ_U(tslab_epoch_close(a, eras[i]), TSLAB_OK);
-  }
-  /* Long-lived spans take every longer free run. */
-  enum { SPANS_MAX = 64 };
-  void* spans[SPANS_MAX];
-  size_t n_spans = 0;
-  for (size_t size = (size_t)1 << 20; size >= 65536 && n_spans < SPANS_MAX; size /= 2)
-    while (n_spans < SPANS_MAX && (spans[n_spans] = tslab_alloc(a, size, 1)) != NULL) n_spans++;
+  tslab_t* a = make_small((size_t)4 << 20, false);
+  static struct fragments f;
+  fragment(a, &f, 100);
   /* An era bumps 4 KiB objects: four per small block, one granule each. */
   tslab_epoch_t e = tslab_epoch_advance(a);
   size_t n = 0;
-  while (tslab_alloc(a, OBJ, e)) n++;
-  printf("large blocks falling back: %zu objects of %d B in single granules\n", n, OBJ);
-  CHECK(n >= 4 * (ERAS / 2) * 3 / 4); /* most of the freed granules, far past 64 KiB */
+  while (tslab_alloc(a, FRAG_OBJ, e)) n++;
+  printf("large blocks falling back: %zu objects of %d B in single granules\n", n, FRAG_OBJ);
+  CHECK(n >= 4 * (100 / 2) * 3 / 4); /* most of the freed granules, far past 64 KiB */
   CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
-  for (size_t i = 0; i < n_spans; i++) CHECK(tslab_free(a, spans[i]));
-  for (int i = 0; i < ERAS; i++)
-    if (kept[i]) CHECK(tslab_free(a, kept[i]));
-  CHECK_CONSISTENT(a);
+  unfragment(a, &f);
   tslab_destroy(a);
 }
 
-/* The same heap of single free granules, with the default reserve and pool:
- * an era past 64 KiB that cannot have a large block takes small ones from
- * them without making the heap release its pool first, so eras of the same
- * size make no system call once the pool holds what they drain. */
+/* The same heap with the default reserve and pool: an era past 64 KiB that
+ * cannot have a large block takes small ones from them without making the
+ * heap release its pool first, so eras of the same size make no system
+ * call once the pool holds what they drain. */
 static void test_large_block_keeps_pool(void) {
-  tslab_config_t c;
-  tslab_config_init(&c);
-  c.reserve_bytes = (size_t)8 << 20;
-  c.max_alloc_size = (size_t)2 << 20;
-  c.epoch_ring_size = 256;
-  tslab_t* a = tslab_create(&c);
-  REQUIRE(a != NULL);
-  enum { ERAS = 200, OBJ = 4000, SPANS_MAX = 64, ROUND = 128 };
-  void* kept[ERAS];
-  tslab_epoch_t eras[ERAS];
-  for (int i = 0; i < ERAS; i++) {
-    eras[i] = tslab_epoch_advance(a);
-    REQUIRE((kept[i] = tslab_alloc(a, OBJ, eras[i])) != NULL);
-  }
-  for (int i = 0; i < ERAS; i++) {
-    if (i % 2) {
-      CHECK(tslab_free(a, kept[i]));
-      kept[i] = NULL;
-    }
-    CHECK_EQ_U(tslab_epoch_close(a, eras[i]), TSLAB_OK);
-  }
-  tslab_reserve_release(a);
-  void* spans[SPANS_MAX];
-  size_t n_spans = 0;
-  for (size_t size = (size_t)1 << 20; size >= 65536 && n_spans < SPANS_MAX; size /= 2)
-    while (n_spans < SPANS_MAX && (spans[n_spans] = tslab_alloc(a, size, 1)) != NULL) n_spans++;
+  tslab_t* a = make_small((size_t)8 << 20, true);
+  static struct fragments f;
+  fragment(a, &f, 200);
+  enum { ROUND = 128 };
   void* objs[ROUND];
   uint64_t calls[4];
   for (int round = 0; round < 4; round++) {
     tslab_stats_global_t g0, g1;
     REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
     tslab_epoch_t e = tslab_epoch_advance(a);
-    for (size_t i = 0; i < ROUND; i++) REQUIRE((objs[i] = tslab_alloc(a, OBJ, e)) != NULL);
+    for (size_t i = 0; i < ROUND; i++) REQUIRE((objs[i] = tslab_alloc(a, FRAG_OBJ, e)) != NULL);
     for (size_t i = 0; i < ROUND; i++) CHECK(tslab_free(a, objs[i]));
     CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
     REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
@@ -779,10 +780,7 @@ static void test_large_block_keeps_pool(void) {
          (unsigned long long)calls[0], (unsigned long long)calls[1], (unsigned long long)calls[2],
          (unsigned long long)calls[3]);
   for (int round = 1; round < 4; round++) CHECK_EQ_U(calls[round], 0);
-  for (size_t i = 0; i < n_spans; i++) CHECK(tslab_free(a, spans[i]));
-  for (int i = 0; i < ERAS; i++)
-    if (kept[i]) CHECK(tslab_free(a, kept[i]));
-  CHECK_CONSISTENT(a);
+  unfragment(a, &f);
   tslab_destroy(a);
 }
 
