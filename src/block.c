@@ -282,11 +282,11 @@ TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t
   size_t max_spares = hot_granules < max_granules ? max_granules - hot_granules : 0;
   do {
     uint32_t depth = (head ? TSLAB_RLOAD(head->depth) : 0) + b->granules;
-    TSLAB_RSTORE(b->depth, depth);
     if (depth > max_spares) {
       atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
       return false;
     }
+    TSLAB_RSTORE(b->depth, depth);
     atomic_store_explicit(&b->spare_next, head, memory_order_relaxed);
   } while (!atomic_compare_exchange_weak_explicit(&tc->spares, &head, b, memory_order_release, memory_order_relaxed));
   return true;

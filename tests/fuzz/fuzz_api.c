@@ -102,6 +102,7 @@ typedef struct {
   bool either;    /* a new block, or a slot of class cls (fast path) */
   size_t usable;
   size_t need;    /* fresh memory it may take, for the out-of-memory rule */
+  bool top_full;  /* a new large block: the heap's unused range has no room for one */
 } plan_t;
 
 typedef struct {
@@ -367,6 +368,12 @@ static plan_t plan_alloc(uint64_t e, size_t size, size_t align, bool fast) {
       pl.new_block = true;
       pl.usable = sz;
       pl.need = m.cfg.block_budget - b->budget >= BLOCK_LARGE && b->budget >= BLOCK_LARGE ? BLOCK_LARGE : BLOCK_SMALL;
+      /* The heap gives a small block for a large one only when it has no
+       * four free granules in a row, which it then cannot cut from its
+       * unused range either. */
+      pthread_mutex_lock(&m.a->heap.mu);
+      pl.top_full = m.a->heap.top + BLOCK_LARGE / GRANULE > m.a->ngranules;
+      pthread_mutex_unlock(&m.a->heap.mu);
       pl.cls = (uint8_t)class_for(size, 0);
       pl.either = fast && (b->class_bins[pl.cls / 64] >> (pl.cls % 64) & 1);
       return pl;
@@ -404,12 +411,13 @@ static void plan_placed(plan_t* pl, void* p, size_t size, uint64_t e) {
       FAIL("alloc(%zu, era %llu) = %p: expected the start of a new block", size,
            (unsigned long long)e, p);
     /* Its length: a new block's is the one planned, or small where a large
-     * one was (the heap had no four free granules in a row); a reused
-     * one's either. */
+     * one was and the heap had no four free granules in a row (its unused
+     * range had no room for them); a reused one's either. */
     blocks_taken_now(&reused);
     size_t bytes = tslab_run_bytes(tslab_run_of(m.a, p));
     bool fresh = reused == m.blocks_reused;
-    if (fresh ? bytes != pl->need && bytes != BLOCK_SMALL : bytes != BLOCK_SMALL && bytes != BLOCK_LARGE)
+    if (fresh ? bytes != pl->need && !(bytes == BLOCK_SMALL && pl->top_full)
+              : bytes != BLOCK_SMALL && bytes != BLOCK_LARGE)
       FAIL("alloc(%zu, era %llu) = %p: a %s block of %zu bytes, expected %zu", size, (unsigned long long)e, p,
            fresh ? "new" : "reused", bytes, pl->need);
     m.blocks_reused = reused;
