@@ -1331,14 +1331,22 @@ TSLAB_INTERNAL size_t tslab_tcache_check(tslab_t* a, char* report, size_t cap) {
     /* A cache whose thread left gave its reserve back (section 6). */
     if (!atomic_load(&tc->tid) && (atomic_load(&tc->hot) || atomic_load(&tc->spares)))
       REPORT("an abandoned cache keeps reserve blocks");
+    /* The reserve's `depth`s are what its bound is checked with (section
+     * 5): the hot block's own granules, a spare's and those below it. */
     size_t reserve = 0;
     tslab_run_t* hot = atomic_load(&tc->hot);
     for (tslab_run_t* b = hot; b; b = NULL) {
       if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("hot block of kind %d", (int)atomic_load(&b->kind));
+      uint32_t depth = TSLAB_RLOAD(b->depth);
+      if (depth != b->granules) REPORT("hot block of %u granules with depth %u", b->granules, depth);
       reserve += tslab_run_bytes(b);
     }
     for (tslab_run_t* b = atomic_load(&tc->spares); b; b = atomic_load(&b->spare_next)) {
       if (atomic_load(&b->kind) != TSLAB_RUN_RESERVED) REPORT("spare block of kind %d", (int)atomic_load(&b->kind));
+      tslab_run_t* below = atomic_load(&b->spare_next);
+      uint32_t depth = TSLAB_RLOAD(b->depth);
+      if (depth != b->granules + (below ? TSLAB_RLOAD(below->depth) : 0))
+        REPORT("spare block of %u granules with depth %u", b->granules, depth);
       reserve += tslab_run_bytes(b);
     }
     if (reserve > a->config.thread_reserve_max)
