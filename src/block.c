@@ -63,16 +63,19 @@ static void block_format(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, uint64_
   atomic_store_explicit(&b->mode, TSLAB_ATTACHED, memory_order_relaxed);
 }
 
-/* A new block of `granules` from the heap. A large one does not make the
- * heap give up its dirty pool: its caller takes a small one instead. */
+/* A new block of `granules` from the heap. A heap with no four free
+ * granules in a row gives a small block for a large one, without giving up
+ * its dirty pool to coalesce them (3.4); a small one's request may. */
 static tslab_run_t* block_new(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules) {
   tslab_run_t* b = tslab_heap_alloc(a, tc, granules, 1, granules == TSLAB_BLOCK_GRANULES_SMALL);
+  if (!b && granules != TSLAB_BLOCK_GRANULES_SMALL) b = tslab_heap_alloc(a, tc, TSLAB_BLOCK_GRANULES_SMALL, 1, true);
   if (!b) return NULL;
-  if (!tslab_heap_bitmaps(a, tc, b, block_words(granules), true)) {
+  uint32_t words = block_words(b->granules);
+  if (!tslab_heap_bitmaps(a, tc, b, words, true)) {
     tslab_heap_retire(a, b, false);
     return NULL;
   }
-  block_format(a, tc, b, era, block_words(granules) + 1);
+  block_format(a, tc, b, era, words + 1);
   TSLAB_COUNT_EVENT(a, tc, blocks_created, 1);
   return b;
 }
@@ -264,29 +267,24 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
  * an era only this cache used, on the owner's thread. */
 TSLAB_INTERNAL bool tslab_block_keep(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b) {
   size_t max_granules = a->config.thread_reserve_max >> TSLAB_GRANULE_SHIFT;
-  if (a->config.release_policy == TSLAB_RELEASE_EAGER || max_granules < b->granules) return false;
-  atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
-  atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
+  if (a->config.release_policy == TSLAB_RELEASE_EAGER) return false;
   tslab_run_t* head = atomic_load_explicit(&tc->spares, memory_order_relaxed);
   tslab_run_t* hot = atomic_load_explicit(&tc->hot, memory_order_relaxed);
+  /* The room the hot block leaves (all of it when the hot slot is empty),
+   * against the spares below and this block. A failed CAS below means a
+   * releaser took the stack: the sum only shrank, so it is checked once. */
+  uint32_t hot_granules = hot ? TSLAB_RLOAD(hot->depth) : 0;
+  size_t room = hot_granules < max_granules ? max_granules - hot_granules : 0;
+  if ((head ? TSLAB_RLOAD(head->depth) : 0) + b->granules > room) return false;
+  atomic_store_explicit(&b->owner, NULL, memory_order_relaxed);
+  atomic_store_explicit(&b->kind, TSLAB_RUN_RESERVED, memory_order_release);
   if (!hot) {
-    if ((head ? TSLAB_RLOAD(head->depth) : 0) + b->granules <= max_granules) {
-      TSLAB_RSTORE(b->depth, b->granules);
-      atomic_store_explicit(&tc->hot, b, memory_order_release);
-      return true;
-    }
-    atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
-    return false;
+    TSLAB_RSTORE(b->depth, b->granules);
+    atomic_store_explicit(&tc->hot, b, memory_order_release);
+    return true;
   }
-  uint32_t hot_granules = TSLAB_RLOAD(hot->depth);
-  size_t max_spares = hot_granules < max_granules ? max_granules - hot_granules : 0;
   do {
-    uint32_t depth = (head ? TSLAB_RLOAD(head->depth) : 0) + b->granules;
-    if (depth > max_spares) {
-      atomic_store_explicit(&b->kind, TSLAB_RUN_BLOCK, memory_order_relaxed);
-      return false;
-    }
-    TSLAB_RSTORE(b->depth, depth);
+    TSLAB_RSTORE(b->depth, (head ? TSLAB_RLOAD(head->depth) : 0) + b->granules);
     atomic_store_explicit(&b->spare_next, head, memory_order_relaxed);
   } while (!atomic_compare_exchange_weak_explicit(&tc->spares, &head, b, memory_order_release, memory_order_relaxed));
   return true;

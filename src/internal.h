@@ -960,11 +960,11 @@ static inline bool tslab_run_era_copies_ok(const tslab_t* a, const tslab_run_t* 
   return r->active == TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE) && r->ring_slot == (era & a->ring_mask);
 }
 
-/* Bitmap words that can hold set bits: a block's bumped prefix (bumped is
- * set once it stops bumping), a slab's whole bitmap. */
 /* A run's length in bytes. */
 static inline size_t tslab_run_bytes(const tslab_run_t* r) { return (size_t)r->granules << TSLAB_GRANULE_SHIFT; }
 
+/* Bitmap words that can hold set bits: a block's bumped prefix (bumped is
+ * set once it stops bumping), a slab's whole bitmap. */
 static inline uint32_t tslab_run_words(const tslab_run_t* s) {
   return s->cls == TSLAB_CLASSES ? (s->bumped + 63) >> 6 : s->words;
 }
@@ -977,7 +977,8 @@ static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
 
 /* block.c */
 /* A block for era: a drained one of the cache's reserve (any length), else a
- * new one of `granules` from the heap. */
+ * new one of `granules` from the heap, or a small one when the heap has no
+ * four free granules in a row for a large one. */
 TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules);
 TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top);
 TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units);

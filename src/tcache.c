@@ -567,8 +567,6 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   /* Small blocks until the era has bumped a large block's worth here (3.4). */
   bool large = a->config.block_budget - sc->budget >= TSLAB_BLOCK_BYTES_LARGE && sc->budget >= TSLAB_BLOCK_BYTES_LARGE;
   tslab_run_t* b = tslab_block_take(a, tc, era, large ? TSLAB_BLOCK_GRANULES_LARGE : TSLAB_BLOCK_GRANULES_SMALL);
-  /* A heap with no four free granules in a row may still have one. */
-  if (!b && large) b = tslab_block_take(a, tc, era, TSLAB_BLOCK_GRANULES_SMALL);
   if (sampled) tslab_sample_end(a, wall, cpu);
   if (!b) {
     *status = TSLAB_ERR_OUT_OF_MEMORY;
