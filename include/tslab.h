@@ -370,7 +370,7 @@ typedef struct {
                                       pool_resident_max until it decays (pool_decay_max) */
   uint64_t objects_ended_total;    /* objects ended by free-all closes */
   uint64_t epochs_freed_all_total; /* free-all closes */
-  uint64_t release_calls_total;    /* madvise/decommit calls */
+  uint64_t release_calls_total;    /* system calls that released memory (a batch: one) */
   uint64_t release_bytes_total;
   uint64_t release_failures_total; /* release calls the OS refused (memory stays resident) */
   uint64_t allocations_total;

@@ -353,30 +353,36 @@ static int by_address(const void* x, const void* y) {
   return a->start < b->start ? -1 : a->start > b->start;
 }
 
-/* madvise a batch of runs sorted by address, one call per contiguous range
- * (the runs of one epoch are often neighbours); ok[i] tells each run's
- * fate. Called without the mutex. Returns the bytes released. */
+/* Release a batch of runs sorted by address, one range per contiguous
+ * stretch (the runs of one epoch are often neighbours), in one system call
+ * where the kernel takes a batch; ok[i] tells each run's fate. Called
+ * without the mutex. Returns the bytes released. */
+enum { RELEASE_RUNS = 64 }; /* runs per batch */
+
 static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
   qsort(runs, n, sizeof *runs, by_address);
-  size_t released = 0;
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
+  struct iovec ranges[RELEASE_RUNS];
+  size_t first[RELEASE_RUNS + 1], nr = 0; /* range r covers runs[first[r] .. first[r + 1]) */
+  for (size_t i = 0; i < n; nr++) {
+    first[nr] = i;
     uint8_t* end = runs[i]->start + tslab_run_bytes(runs[i]);
-    while (j < n && runs[j]->start == end) {
-      end += tslab_run_bytes(runs[j]);
-      j++;
-    }
-    size_t bytes = (size_t)(end - runs[i]->start);
-    bool done = tslab_os_release(runs[i]->start, bytes);
-    if (done) {
-      atomic_fetch_add_explicit(&a->release_calls, 1, memory_order_relaxed);
+    for (i++; i < n && runs[i]->start == end; i++) end += tslab_run_bytes(runs[i]);
+    ranges[nr] = (struct iovec){runs[first[nr]]->start, (size_t)(end - runs[first[nr]]->start)};
+  }
+  first[nr] = n;
+  bool done[RELEASE_RUNS];
+  atomic_fetch_add_explicit(&a->release_calls, tslab_os_release_ranges(ranges, nr, done), memory_order_relaxed);
+  size_t released = 0;
+  for (size_t r = 0; r < nr; r++) {
+    size_t bytes = ranges[r].iov_len;
+    if (done[r]) {
       atomic_fetch_add_explicit(&a->release_bytes, bytes, memory_order_relaxed);
       atomic_fetch_sub_explicit(&a->resident_bytes, bytes, memory_order_relaxed);
       released += bytes;
     } else {
       atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
     }
-    for (; i < j; i++) ok[i] = done;
+    for (size_t i = first[r]; i < first[r + 1]; i++) ok[i] = done[r];
   }
   return released;
 }
@@ -387,13 +393,12 @@ static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) 
  * stays resident as a dirty run, to be tried again when the pool is trimmed.
  * Called and returns with the mutex held. */
 static size_t release_chain(tslab_t* a, tslab_run_t* chain) {
-  enum { BATCH = 64 };
   size_t released = 0;
   while (chain) {
-    tslab_run_t* runs[BATCH];
-    bool ok[BATCH];
+    tslab_run_t* runs[RELEASE_RUNS];
+    bool ok[RELEASE_RUNS];
     size_t n = 0;
-    for (; chain && n < BATCH; chain = chain->heap_next) runs[n++] = chain;
+    for (; chain && n < RELEASE_RUNS; chain = chain->heap_next) runs[n++] = chain;
     pthread_mutex_unlock(&a->heap.mu);
     released += release_batch(a, runs, n, ok);
     pthread_mutex_lock(&a->heap.mu);
@@ -426,10 +431,14 @@ static size_t pool_bound(const tslab_t* a) {
 /* Pull the oldest dirty runs while the pool is above its bound: above
  * pool_resident_max + pool_decay_max always (runs whose release the OS
  * refused come back), above pool_resident_max while the oldest run has
- * stayed pool_decay_ms (decay, section 5). */
-static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now) {
+ * stayed pool_decay_ms (decay, section 5). A retire that found the pool
+ * full (`full`) pulls it an eighth of its bound lower, so that the retires
+ * after it fit for a while and the releases go to the OS in batches, one
+ * system call for many runs (section 5, "Releases in batches"). */
+static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now, bool full) {
   tslab_heap_t* h = &a->heap;
   size_t keep = a->config.pool_resident_max, most = pool_bound(a);
+  if (full) most -= most / 8;
   uint64_t ttl = (uint64_t)a->config.pool_decay_ms * 1000000u;
   while (h->dirty_bytes > keep && h->lru_head &&
          (h->dirty_bytes > most || h->lru_head->pooled_ns + ttl <= now)) {
@@ -781,6 +790,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
   tslab_run_t* chain = NULL;
   uint64_t now = tslab_coarse_ns();
   int decay = -1; /* not asked yet; then 0 or 1 */
+  bool full = false;
   /* The stamp is read before the runs' kinds change below. That is safe
    * because every seal runs under this mutex too (grace.c is only polled
    * from the heap): no seal can complete between the stamp and the stores. */
@@ -799,8 +809,11 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
       mark_releasing(a, r, &chain);
     } else if (h->dirty_bytes + bytes <= a->config.pool_resident_max) {
       dirty_link(a, r, 0, now);
-    } else if (era && h->dirty_bytes + bytes <= pool_bound(a) &&
-               (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
+    } else if (era && (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
+      /* Decay keeps it. A pool at its bound makes room by letting its
+       * oldest runs go (evict_over_budget), not this one, which is the
+       * likeliest to be reused soon. */
+      full |= h->dirty_bytes + bytes > pool_bound(a);
       dirty_link(a, r, era->slot + 1, now);
     } else {
       mark_releasing(a, r, &chain);
@@ -809,7 +822,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
   if (decay >= 0) atomic_fetch_sub_explicit(&h->decay_pending[era->slot], 1, memory_order_seq_cst);
   /* Runs the pool lets go of now belong to other retires (other eras): their
    * bytes are not this call's. */
-  tslab_run_t* evicted = evict_over_budget(a, NULL, now);
+  tslab_run_t* evicted = evict_over_budget(a, NULL, now, full);
   size_t released = release_chain(a, chain);
   release_chain(a, evicted);
   pthread_mutex_unlock(&h->mu);
@@ -922,7 +935,7 @@ TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
   }
   /* The pool back within its bound: the runs just linked count as aged out
    * and go first. */
-  releasing = evict_over_budget(a, releasing, tslab_coarse_ns());
+  releasing = evict_over_budget(a, releasing, tslab_coarse_ns(), false);
   pthread_mutex_lock(&h->mu);
   release_chain(a, releasing);
   pthread_mutex_unlock(&h->mu);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "tslab.h"
 
@@ -732,7 +733,11 @@ TSLAB_INTERNAL int tslab_fail(int status);
 TSLAB_INTERNAL void* tslab_os_reserve(size_t bytes);
 TSLAB_INTERNAL void* tslab_os_reserve_aligned(size_t* bytes, size_t align, void** mapping, size_t* mapping_bytes);
 TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
-TSLAB_INTERNAL bool tslab_os_release(void* p, size_t bytes);
+/* Give n page-aligned, committed ranges back to the OS (their pages read
+ * as zeros on the next touch): ok[i] says whether range i went. Returns the
+ * system calls that released memory: one per batch of ranges where the
+ * kernel takes a batch (process_madvise), one per range elsewhere. */
+TSLAB_INTERNAL size_t tslab_os_release_ranges(const struct iovec* ranges, size_t n, bool* ok);
 TSLAB_INTERNAL size_t tslab_os_page_size(void);
 TSLAB_INTERNAL void tslab_global_init(void);
 TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes);

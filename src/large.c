@@ -52,7 +52,13 @@ static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
   }
   atomic_fetch_add_explicit(&a->large_frees, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
-  size_t released = tslab_heap_retire(a, r, !tslab_era_active(a, era));
+  /* A span of an era still active may stay in the pool beyond its bound for
+   * a while, as an empty slab does (decay, section 5): a program that frees
+   * a buffer allocates the next one soon. */
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  tslab_retire_era_t owner = {&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), slot};
+  r->heap_next = NULL;
+  size_t released = tslab_heap_retire_list(a, r, !tslab_era_active(a, era), &owner);
   if (released) tslab_era_count_released(a, era, released);
 }
 

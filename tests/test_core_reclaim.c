@@ -463,6 +463,62 @@ static void test_decay_close_race(void) {
   }
 }
 
+/* A pool at its bound lets its oldest runs go an eighth of the bound at a
+ * time, so a stream of retires beyond it makes a system call every few
+ * retires, not one each: 2 MiB of one-granule slabs emptied in an open era
+ * against a bound of 576 KiB retire 92 slabs beyond it. */
+static void test_decay_batches(void) {
+  enum { N = 4 * DECAY_N, SLABS = N * DECAY_SIZE / 16384 };
+  static void* objs[N];
+  const size_t pool = 64 << 10, decay = 512 << 10;
+  tslab_t* a = make_decay(pool, decay, 3600 * 1000);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  fill(a, e, objs, N, DECAY_SIZE);
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+  empty_all(a, objs, N);
+  tslab_stats_global(a, &g1);
+  uint64_t calls = g1.release_calls_total - g0.release_calls_total;
+  size_t beyond = SLABS - (pool + decay) / 16384;
+  printf("%d slabs emptied, %zu beyond the pool's bound: %llu release calls\n", SLABS, beyond,
+         (unsigned long long)calls);
+  CHECK(calls >= 1);
+  CHECK(calls * 3 <= beyond);
+  CHECK(g1.reserve_bytes + g1.decay_bytes <= pool + decay);
+  CHECK(g1.decay_bytes >= decay / 2);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* A span freed while its era is open stays resident as an empty slab does
+ * (decay), serves the era's next span, and goes to the OS at the close. */
+static void test_span_decays(void) {
+  const size_t size = 100 << 10;
+  tslab_t* a = make_decay(0, 1 << 20, 3600 * 1000);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  tslab_stats_global_t g0, g1;
+  void* p = tslab_alloc(a, size, e);
+  REQUIRE(p != NULL);
+  memset(p, 7, size);
+  tslab_stats_global(a, &g0);
+  CHECK(tslab_free(a, p));
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.release_calls_total, g0.release_calls_total);
+  CHECK(g1.decay_bytes >= size);
+  CHECK(resident_pages(&p, 1, size) * page >= size);
+  void* q = tslab_alloc(a, size, e);
+  REQUIRE(q != NULL);
+  CHECK(q == p); /* the pooled run, resident */
+  CHECK(tslab_free(a, q));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK(g1.release_calls_total > g0.release_calls_total);
+  CHECK(resident_pages(&p, 1, size) == 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* ---- a large span is not faulted in ahead ---- */
 
 static void test_large_span_lazy(void) {
@@ -870,6 +926,8 @@ int main(void) {
   test_phase_burst();
   test_decay();
   test_decay_close_race();
+  test_decay_batches();
+  test_span_decays();
   test_large_span_lazy();
   test_pool_reuse_by_length();
   test_small_heap_lazy();

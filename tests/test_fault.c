@@ -8,7 +8,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "fault.h"
+#include "internal.h" /* tslab_os_release_ranges */
 #include "test_util.h"
 
 #define NOBJ 64
@@ -237,6 +241,47 @@ static void test_release(tslab_release_policy_t policy) {
   tslab_destroy(a);
 }
 
+/* The OS layer's batched release: every range gets its own verdict, in a
+ * batch the kernel stops partway (a range that is not mapped), with ranges
+ * fault injection refuses, and one by one where the kernel takes no batch.
+ * Released pages read as zeros; the pages between the ranges keep their
+ * bytes. */
+static void test_release_ranges(void) {
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  enum { PAGES = 16 };
+  unsigned char* m = mmap(NULL, PAGES * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  for (size_t i = 0; i < PAGES; i++) memset(m + i * pg, (int)(i + 1), pg);
+  REQUIRE(munmap(m + 7 * pg, pg) == 0); /* a hole the kernel cannot advise */
+  struct iovec r[6] = {{m, pg},          {m + 2 * pg, 2 * pg}, {m + 5 * pg, pg},
+                       {m + 7 * pg, pg}, {m + 9 * pg, pg},     {m + 11 * pg, 2 * pg}};
+  bool ok[6];
+  size_t calls = tslab_os_release_ranges(r, 6, ok);
+  const bool want[6] = {true, true, true, false, true, true};
+  for (int i = 0; i < 6; i++) CHECK(ok[i] == want[i]);
+  CHECK(calls >= 1 && calls <= 5);
+  for (size_t i = 0; i < PAGES; i++) {
+    if (i == 7) continue;
+    bool released = i == 0 || i == 2 || i == 3 || i == 5 || i == 9 || i == 11 || i == 12;
+    CHECK(m[i * pg] == (released ? 0 : i + 1) && m[i * pg + pg - 1] == (released ? 0 : i + 1));
+  }
+  /* The second of three ranges refused by fault injection: it keeps its
+   * bytes and its verdict, the others go. */
+  for (size_t i = 0; i < 7; i++) memset(m + i * pg, (int)(i + 1), pg);
+  struct iovec s[3] = {{m, pg}, {m + 2 * pg, pg}, {m + 4 * pg, 2 * pg}};
+  tslab_fault_inject(TSLAB_FAULT_RELEASE, 1, 1);
+  calls = tslab_os_release_ranges(s, 3, ok);
+  CHECK_EQ_U(tslab_fault_injected(), 1);
+  tslab_fault_clear();
+  CHECK(ok[0] && !ok[1] && ok[2]);
+  CHECK(calls >= 1 && calls <= 2);
+  CHECK(m[0] == 0 && m[2 * pg] == 3 && m[4 * pg] == 0 && m[5 * pg] == 0 && m[pg] == 2 && m[3 * pg] == 4);
+  /* Nothing to release: no call. */
+  CHECK_EQ_U(tslab_os_release_ranges(s, 0, ok), 0);
+  munmap(m, 7 * pg);
+  munmap(m + 8 * pg, (PAGES - 8) * pg);
+}
+
 /* A thread whose cache cannot be created: it cannot allocate (OOM), but it
  * can still free other threads' objects, and it recovers later. */
 typedef struct {
@@ -392,6 +437,7 @@ int main(void) {
   test_commit(TSLAB_RELEASE_EAGER);
   test_release(TSLAB_RELEASE_ON_CLOSE);
   test_release(TSLAB_RELEASE_EAGER);
+  test_release_ranges();
   test_thread_cache();
   test_reserve_without_descriptor();
   test_grace_after_overflow();
