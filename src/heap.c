@@ -357,23 +357,22 @@ static int by_address(const void* x, const void* y) {
  * stretch (the runs of one epoch are often neighbours), in one system call
  * where the kernel takes a batch; ok[i] tells each run's fate. Called
  * without the mutex. Returns the bytes released. */
-enum { RELEASE_RUNS = 64 }; /* runs per batch */
+enum { RELEASE_RUNS = 32 }; /* runs per batch: the arrays live on a free's stack */
 
 static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) {
   qsort(runs, n, sizeof *runs, by_address);
   struct iovec ranges[RELEASE_RUNS];
-  size_t first[RELEASE_RUNS + 1], nr = 0; /* range r covers runs[first[r] .. first[r + 1]) */
+  size_t nr = 0;
   for (size_t i = 0; i < n; nr++) {
-    first[nr] = i;
-    uint8_t* end = runs[i]->start + tslab_run_bytes(runs[i]);
+    uint8_t* start = runs[i]->start;
+    uint8_t* end = start + tslab_run_bytes(runs[i]);
     for (i++; i < n && runs[i]->start == end; i++) end += tslab_run_bytes(runs[i]);
-    ranges[nr] = (struct iovec){runs[first[nr]]->start, (size_t)(end - runs[first[nr]]->start)};
+    ranges[nr] = (struct iovec){start, (size_t)(end - start)};
   }
-  first[nr] = n;
   bool done[RELEASE_RUNS];
   atomic_fetch_add_explicit(&a->release_calls, tslab_os_release_ranges(ranges, nr, done), memory_order_relaxed);
   size_t released = 0;
-  for (size_t r = 0; r < nr; r++) {
+  for (size_t r = 0, i = 0; r < nr; r++) {
     size_t bytes = ranges[r].iov_len;
     if (done[r]) {
       atomic_fetch_add_explicit(&a->release_bytes, bytes, memory_order_relaxed);
@@ -382,7 +381,8 @@ static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) 
     } else {
       atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
     }
-    for (size_t i = first[r]; i < first[r + 1]; i++) ok[i] = done[r];
+    /* The runs of range r: from where range r - 1's ended to its end. */
+    for (uint8_t* end = (uint8_t*)ranges[r].iov_base + bytes; i < n && runs[i]->start < end; i++) ok[i] = done[r];
   }
   return released;
 }
@@ -432,13 +432,15 @@ static size_t pool_bound(const tslab_t* a) {
  * pool_resident_max + pool_decay_max always (runs whose release the OS
  * refused come back), above pool_resident_max while the oldest run has
  * stayed pool_decay_ms (decay, section 5). A retire that found the pool
- * full (`full`) pulls it an eighth of its bound lower, so that the retires
- * after it fit for a while and the releases go to the OS in batches, one
- * system call for many runs (section 5, "Releases in batches"). */
+ * full (`full`) pulls it an eighth of its bound lower (not below
+ * pool_resident_max), so that the retires after it fit for a while and the
+ * releases go to the OS together: only where the kernel takes a batch in
+ * one system call (section 5, "Releases in batches"); elsewhere runs
+ * scattered in memory would cost one call each, all inside one free. */
 static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now, bool full) {
   tslab_heap_t* h = &a->heap;
   size_t keep = a->config.pool_resident_max, most = pool_bound(a);
-  if (full) most -= most / 8;
+  if (full && tslab_os_release_batches()) most -= most / 8;
   uint64_t ttl = (uint64_t)a->config.pool_decay_ms * 1000000u;
   while (h->dirty_bytes > keep && h->lru_head &&
          (h->dirty_bytes > most || h->lru_head->pooled_ns + ttl <= now)) {
@@ -809,7 +811,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
       mark_releasing(a, r, &chain);
     } else if (h->dirty_bytes + bytes <= a->config.pool_resident_max) {
       dirty_link(a, r, 0, now);
-    } else if (era && (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
+    } else if (era && a->config.pool_decay_max && (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
       /* Decay keeps it. A pool at its bound makes room by letting its
        * oldest runs go (evict_over_budget), not this one, which is the
        * likeliest to be reused soon. */

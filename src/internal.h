@@ -738,6 +738,9 @@ TSLAB_INTERNAL bool tslab_os_commit(void* p, size_t bytes);
  * system calls that released memory: one per batch of ranges where the
  * kernel takes a batch (process_madvise), one per range elsewhere. */
 TSLAB_INTERNAL size_t tslab_os_release_ranges(const struct iovec* ranges, size_t n, bool* ok);
+/* Whether the kernel has taken a batch of releases in one call (false until
+ * the first release, and for good once it refused one). */
+TSLAB_INTERNAL bool tslab_os_release_batches(void);
 TSLAB_INTERNAL size_t tslab_os_page_size(void);
 TSLAB_INTERNAL void tslab_global_init(void);
 TSLAB_INTERNAL void tslab_os_populate(void* p, size_t bytes);

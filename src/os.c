@@ -121,17 +121,21 @@ TSLAB_INTERNAL size_t tslab_os_page_size(void) {
 /* Releases go to the kernel in batches where it takes them: Linux 6.13 and
  * later apply MADV_DONTNEED to the caller's own memory through
  * process_madvise(2), which names it by PIDFD_SELF_THREAD from 6.15 on (a
- * thread's memory is its process's), and recent kernels flush the TLB once
- * per call. A madvise per range interrupts every other CPU that runs the
- * process once per range: 16 us a range against 0.4 us batched with a
- * second thread busy, 1.5 us against 0.5 us without, on the development
- * machine. Older kernels refuse the call (EBADF for the negative pidfd,
- * EINVAL for the advice, ENOSYS, or EPERM under a filter); the first
- * refusal switches batching off for the process. The pseudo-descriptor is
- * the kernel's value, spelled out because C libraries do not all have it. */
+ * thread's memory is its process's), and since 6.16 one call flushes the
+ * TLB once for all its ranges. A madvise per range interrupts every other
+ * CPU that runs the process once per range: 16 us a range against 0.4 us
+ * batched with a second thread busy, 1.5 us against 0.5 us without, on the
+ * development machine. Older kernels refuse the call (EBADF for the
+ * negative pidfd, EINVAL for the advice, ENOSYS, or EPERM under a filter);
+ * the first refusal switches batching off for the process, the first call
+ * the kernel takes (even of one range) switches it on for good. The
+ * pseudo-descriptor is the kernel's value, spelled out because C libraries
+ * do not all have it. */
 #define TSLAB_PIDFD_SELF_THREAD (-10000)
 enum { RELEASE_BATCH = 64 }; /* ranges per call (the kernel takes up to 1024) */
-static _Atomic bool batch_refused;
+static _Atomic int batching;  /* 0: not known yet, 1: the kernel takes batches, -1: it refused */
+
+TSLAB_INTERNAL bool tslab_os_release_batches(void) { return atomic_load_explicit(&batching, memory_order_relaxed) > 0; }
 
 /* One process_madvise call over v[0..k): false when the kernel refused it;
  * else *done is the ranges it released whole, in order (it stops at the
@@ -141,9 +145,10 @@ static bool release_batched(const struct iovec* v, size_t k, size_t* done) {
   long got = syscall(SYS_process_madvise, TSLAB_PIDFD_SELF_THREAD, v, k, MADV_DONTNEED, 0u);
   if (got < 0) {
     if (errno == EBADF || errno == EINVAL || errno == ENOSYS || errno == EPERM || errno == ESRCH)
-      atomic_store_explicit(&batch_refused, true, memory_order_relaxed);
+      atomic_store_explicit(&batching, -1, memory_order_relaxed);
     return false;
   }
+  atomic_store_explicit(&batching, 1, memory_order_relaxed);
   size_t n = 0;
   for (size_t left = (size_t)got; n < k && left >= v[n].iov_len; n++) left -= v[n].iov_len;
   *done = n;
@@ -152,7 +157,7 @@ static bool release_batched(const struct iovec* v, size_t k, size_t* done) {
   (void)v;
   (void)k;
   (void)done;
-  atomic_store_explicit(&batch_refused, true, memory_order_relaxed);
+  atomic_store_explicit(&batching, -1, memory_order_relaxed);
   return false;
 #endif
 }
@@ -160,25 +165,26 @@ static bool release_batched(const struct iovec* v, size_t k, size_t* done) {
 TSLAB_INTERNAL size_t tslab_os_release_ranges(const struct iovec* ranges, size_t n, bool* ok) {
   size_t calls = 0;
   for (size_t i = 0; i < n;) {
-    /* A batch of the ranges fault injection lets through. */
-    struct iovec v[RELEASE_BATCH];
-    size_t at[RELEASE_BATCH], k = 0, done = 0;
-    for (; i < n && k < RELEASE_BATCH; i++) {
-      ok[i] = false;
-      if (fault_fires(TSLAB_FAULT_RELEASE)) continue;
-      v[k] = ranges[i];
-      at[k++] = i;
+    /* The next stretch [i, j) of ranges fault injection lets through; it
+     * stops at a refused one (j, then skipped). */
+    size_t j = i, done = 0;
+    bool refused = false;
+    for (; j < n && j - i < RELEASE_BATCH; j++) {
+      ok[j] = false;
+      if ((refused = fault_fires(TSLAB_FAULT_RELEASE))) break;
     }
-    if (k > 1 && !atomic_load_explicit(&batch_refused, memory_order_relaxed) && release_batched(v, k, &done)) {
+    int mode = atomic_load_explicit(&batching, memory_order_relaxed);
+    if (j > i && (mode > 0 ? j - i > 1 : mode == 0) && release_batched(ranges + i, j - i, &done)) {
       calls += done != 0;
-      for (size_t j = 0; j < done; j++) ok[at[j]] = true;
+      for (size_t k = i; k < i + done; k++) ok[k] = true;
     }
     /* The rest one by one: all of them without batching, else those from
      * the range the batch stopped at (which gets its own verdict). */
-    for (size_t j = done; j < k; j++) {
-      ok[at[j]] = madvise(v[j].iov_base, v[j].iov_len, MADV_DONTNEED) == 0;
-      calls += ok[at[j]];
+    for (size_t k = i + done; k < j; k++) {
+      ok[k] = madvise(ranges[k].iov_base, ranges[k].iov_len, MADV_DONTNEED) == 0;
+      calls += ok[k];
     }
+    i = refused ? j + 1 : j;
   }
   return calls;
 }

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "internal.h" /* tslab_os_release_batches */
 #include "test_util.h"
 
 static size_t page;
@@ -409,13 +410,15 @@ static void test_decay(void) {
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 
-  /* Off: the pool keeps pool_resident_max and no more. */
+  /* Off: the pool keeps pool_resident_max and no more, and tags nothing
+   * (a close would look for tagged runs under the heap mutex). */
   a = make_decay(pool, 0, 1000);
   e = tslab_epoch_current(a);
   fill(a, e, objs, DECAY_N, DECAY_SIZE);
   empty_all(a, objs, DECAY_N);
   tslab_stats_global(a, &g1);
   CHECK_EQ_U(g1.decay_bytes, 0);
+  CHECK_EQ_U(atomic_load(&a->heap.decay_bytes[e & a->ring_mask]), 0);
   CHECK(resident_pages(objs, DECAY_N, DECAY_SIZE) * page <= pool + 16384);
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
@@ -483,7 +486,12 @@ static void test_decay_batches(void) {
   printf("%d slabs emptied, %zu beyond the pool's bound: %llu release calls\n", SLABS, beyond,
          (unsigned long long)calls);
   CHECK(calls >= 1);
-  CHECK(calls * 3 <= beyond);
+  /* Where the kernel takes no batch, a retire beyond the bound lets one run
+   * go (contiguous ones would share a call, scattered ones not). */
+  if (tslab_os_release_batches())
+    CHECK(calls * 3 <= beyond);
+  else
+    CHECK(calls <= beyond);
   CHECK(g1.reserve_bytes + g1.decay_bytes <= pool + decay);
   CHECK(g1.decay_bytes >= decay / 2);
   CHECK_CONSISTENT(a);
