@@ -11,7 +11,8 @@
 enum tslab_fault_op {
   TSLAB_FAULT_RESERVE = 1u << 0, /* reserving address space (tslab_create) */
   TSLAB_FAULT_COMMIT = 1u << 1,  /* making reserved memory usable (growth) */
-  TSLAB_FAULT_RELEASE = 1u << 2  /* returning memory to the OS (madvise) */
+  TSLAB_FAULT_RELEASE = 1u << 2, /* returning memory to the OS (madvise): a range refused */
+  TSLAB_FAULT_BATCH = 1u << 3    /* the kernel taking no batch of releases (one madvise per range) */
 };
 
 /* After `skip` more calls of the operations in `ops` succeed, make the next

@@ -431,19 +431,34 @@ static size_t pool_bound(const tslab_t* a) {
 /* Pull the oldest dirty runs while the pool is above its bound: above
  * pool_resident_max + pool_decay_max always (runs whose release the OS
  * refused come back), above pool_resident_max while the oldest run has
- * stayed pool_decay_ms (decay, section 5). A retire that found the pool
- * full (`full`) pulls it an eighth of its bound lower (not below
- * pool_resident_max), so that the retires after it fit for a while and the
- * releases go to the OS together: only where the kernel takes a batch in
- * one system call (section 5, "Releases in batches"); elsewhere runs
- * scattered in memory would cost one call each, all inside one free. */
-static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now, bool full) {
+ * stayed pool_decay_ms (decay, section 5). */
+static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t now) {
   tslab_heap_t* h = &a->heap;
   size_t keep = a->config.pool_resident_max, most = pool_bound(a);
-  if (full && tslab_os_release_batches()) most -= most / 8;
   uint64_t ttl = (uint64_t)a->config.pool_decay_ms * 1000000u;
   while (h->dirty_bytes > keep && h->lru_head &&
          (h->dirty_bytes > most || h->lru_head->pooled_ns + ttl <= now)) {
+    tslab_run_t* v = h->lru_head;
+    dirty_unlink(a, v);
+    mark_releasing(a, v, &chain);
+  }
+  return chain;
+}
+
+/* Let the oldest dirty runs go until `bytes` more fit the pool's bound
+ * (pool_resident_max + pool_decay_max; the caller's run is no longer than
+ * that). Where the kernel takes a batch of releases in one call, an eighth
+ * of the bound more, at most a batch of granules: the retires after it fit
+ * for a while and the releases go to the OS together (section 5, "Releases
+ * in batches"). Elsewhere runs scattered in memory would cost a call each,
+ * all inside one free. */
+static tslab_run_t* make_room(tslab_t* a, tslab_run_t* chain, size_t bytes) {
+  tslab_heap_t* h = &a->heap;
+  size_t most = pool_bound(a);
+  if (h->dirty_bytes + bytes <= most) return chain;
+  size_t slack = tslab_os_release_batches() ? most / 8 : 0;
+  if (slack > (size_t)RELEASE_RUNS << TSLAB_GRANULE_SHIFT) slack = (size_t)RELEASE_RUNS << TSLAB_GRANULE_SHIFT;
+  while (h->lru_head && h->dirty_bytes + bytes > most - slack) {
     tslab_run_t* v = h->lru_head;
     dirty_unlink(a, v);
     mark_releasing(a, v, &chain);
@@ -792,7 +807,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
   tslab_run_t* chain = NULL;
   uint64_t now = tslab_coarse_ns();
   int decay = -1; /* not asked yet; then 0 or 1 */
-  bool full = false;
+  tslab_run_t* evicted = NULL; /* older runs let go to make room: other retires' bytes */
   /* The stamp is read before the runs' kinds change below. That is safe
    * because every seal runs under this mutex too (grace.c is only polled
    * from the heap): no seal can complete between the stamp and the stores. */
@@ -811,11 +826,11 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
       mark_releasing(a, r, &chain);
     } else if (h->dirty_bytes + bytes <= a->config.pool_resident_max) {
       dirty_link(a, r, 0, now);
-    } else if (era && a->config.pool_decay_max && (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
+    } else if (era && a->config.pool_decay_max && bytes <= pool_bound(a) &&
+               (decay >= 0 || (decay = decay_allowed(a, era)) != 0) && decay) {
       /* Decay keeps it. A pool at its bound makes room by letting its
-       * oldest runs go (evict_over_budget), not this one, which is the
-       * likeliest to be reused soon. */
-      full |= h->dirty_bytes + bytes > pool_bound(a);
+       * oldest runs go, not this one, the likeliest to be reused soon. */
+      evicted = make_room(a, evicted, bytes);
       dirty_link(a, r, era->slot + 1, now);
     } else {
       mark_releasing(a, r, &chain);
@@ -824,7 +839,7 @@ TSLAB_INTERNAL size_t tslab_heap_retire_list(tslab_t* a, tslab_run_t* list, bool
   if (decay >= 0) atomic_fetch_sub_explicit(&h->decay_pending[era->slot], 1, memory_order_seq_cst);
   /* Runs the pool lets go of now belong to other retires (other eras): their
    * bytes are not this call's. */
-  tslab_run_t* evicted = evict_over_budget(a, NULL, now, full);
+  evicted = evict_over_budget(a, evicted, now);
   size_t released = release_chain(a, chain);
   release_chain(a, evicted);
   pthread_mutex_unlock(&h->mu);
@@ -937,7 +952,7 @@ TSLAB_INTERNAL void tslab_heap_fork_repair(tslab_t* a) {
   }
   /* The pool back within its bound: the runs just linked count as aged out
    * and go first. */
-  releasing = evict_over_budget(a, releasing, tslab_coarse_ns(), false);
+  releasing = evict_over_budget(a, releasing, tslab_coarse_ns());
   pthread_mutex_lock(&h->mu);
   release_chain(a, releasing);
   pthread_mutex_unlock(&h->mu);

@@ -125,40 +125,52 @@ TSLAB_INTERNAL size_t tslab_os_page_size(void) {
  * TLB once for all its ranges. A madvise per range interrupts every other
  * CPU that runs the process once per range: 16 us a range against 0.4 us
  * batched with a second thread busy, 1.5 us against 0.5 us without, on the
- * development machine. Older kernels refuse the call (EBADF for the
- * negative pidfd, EINVAL for the advice, ENOSYS, or EPERM under a filter);
- * the first refusal switches batching off for the process, the first call
- * the kernel takes (even of one range) switches it on for good. The
- * pseudo-descriptor is the kernel's value, spelled out because C libraries
- * do not all have it. */
+ * development machine. Whether the kernel takes batches is learnt once: the
+ * first call it takes (the first release tries even one range) switches
+ * batching on for good; a first refusal of the call itself (EBADF for the
+ * negative pidfd, ENOSYS, ESRCH, or EINVAL or EPERM while the first range
+ * alone can be released: the advice is unknown, or a filter says no)
+ * switches it off for good. An EINVAL or EPERM that the first range earns on
+ * its own (a locked page) decides nothing, and once batching is on, a
+ * refused call only sends its ranges one by one. The pseudo-descriptor is
+ * the kernel's value, spelled out because C libraries do not all have it. */
 #define TSLAB_PIDFD_SELF_THREAD (-10000)
 enum { RELEASE_BATCH = 64 }; /* ranges per call (the kernel takes up to 1024) */
-static _Atomic int batching;  /* 0: not known yet, 1: the kernel takes batches, -1: it refused */
+static _Atomic int batching;  /* 0: not known yet, 1: the kernel takes batches, -1: it does not */
 
-TSLAB_INTERNAL bool tslab_os_release_batches(void) { return atomic_load_explicit(&batching, memory_order_relaxed) > 0; }
+TSLAB_INTERNAL bool tslab_os_release_batches(void) {
+  return atomic_load_explicit(&batching, memory_order_relaxed) > 0 &&
+         !(atomic_load_explicit(&fault_ops, memory_order_relaxed) & TSLAB_FAULT_BATCH);
+}
 
-/* One process_madvise call over v[0..k): false when the kernel refused it;
- * else *done is the ranges it released whole, in order (it stops at the
- * first it cannot advise). */
-static bool release_batched(const struct iovec* v, size_t k, size_t* done) {
+static void batching_learnt(int mode) {
+  int unknown = 0;
+  atomic_compare_exchange_strong_explicit(&batching, &unknown, mode, memory_order_relaxed, memory_order_relaxed);
+}
+
+/* What one process_madvise call over v[0..k) did. */
+enum batch_result {
+  BATCH_TAKEN,    /* *done: the ranges released whole, in order (the kernel stops at the first it cannot advise) */
+  BATCH_REFUSED,  /* the call itself: no batching here */
+  BATCH_UNCLEAR,  /* EINVAL or EPERM: the call, or the first range */
+  BATCH_FAULTED   /* refused by fault injection (TSLAB_FAULT_BATCH): nothing learnt */
+};
+
+static enum batch_result release_batched(const struct iovec* v, size_t k, size_t* done) {
 #ifdef SYS_process_madvise
+  if (atomic_load_explicit(&fault_ops, memory_order_relaxed) & TSLAB_FAULT_BATCH) return BATCH_FAULTED;
   long got = syscall(SYS_process_madvise, TSLAB_PIDFD_SELF_THREAD, v, k, MADV_DONTNEED, 0u);
-  if (got < 0) {
-    if (errno == EBADF || errno == EINVAL || errno == ENOSYS || errno == EPERM || errno == ESRCH)
-      atomic_store_explicit(&batching, -1, memory_order_relaxed);
-    return false;
-  }
-  atomic_store_explicit(&batching, 1, memory_order_relaxed);
+  if (got < 0) return errno == EINVAL || errno == EPERM ? BATCH_UNCLEAR : BATCH_REFUSED;
+  batching_learnt(1);
   size_t n = 0;
   for (size_t left = (size_t)got; n < k && left >= v[n].iov_len; n++) left -= v[n].iov_len;
   *done = n;
-  return true;
+  return BATCH_TAKEN;
 #else
   (void)v;
   (void)k;
   (void)done;
-  atomic_store_explicit(&batching, -1, memory_order_relaxed);
-  return false;
+  return BATCH_REFUSED;
 #endif
 }
 
@@ -174,9 +186,13 @@ TSLAB_INTERNAL size_t tslab_os_release_ranges(const struct iovec* ranges, size_t
       if ((refused = fault_fires(TSLAB_FAULT_RELEASE))) break;
     }
     int mode = atomic_load_explicit(&batching, memory_order_relaxed);
-    if (j > i && (mode > 0 ? j - i > 1 : mode == 0) && release_batched(ranges + i, j - i, &done)) {
-      calls += done != 0;
-      for (size_t k = i; k < i + done; k++) ok[k] = true;
+    enum batch_result tried = BATCH_REFUSED;
+    if (j > i && (mode > 0 ? j - i > 1 : mode == 0)) {
+      tried = release_batched(ranges + i, j - i, &done);
+      if (tried == BATCH_TAKEN) {
+        calls += done != 0;
+        for (size_t k = i; k < i + done; k++) ok[k] = true;
+      }
     }
     /* The rest one by one: all of them without batching, else those from
      * the range the batch stopped at (which gets its own verdict). */
@@ -184,6 +200,7 @@ TSLAB_INTERNAL size_t tslab_os_release_ranges(const struct iovec* ranges, size_t
       ok[k] = madvise(ranges[k].iov_base, ranges[k].iov_len, MADV_DONTNEED) == 0;
       calls += ok[k];
     }
+    if (mode == 0 && j > i && (tried == BATCH_REFUSED || (tried == BATCH_UNCLEAR && ok[i]))) batching_learnt(-1);
     i = refused ? j + 1 : j;
   }
   return calls;

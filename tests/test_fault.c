@@ -333,6 +333,116 @@ static void test_refused_release_stays_dirty(void) {
   tslab_destroy(a);
 }
 
+/* The process's first release, of one range, asks the kernel for a batch
+ * all the same: from then on batching is on exactly where the kernel takes
+ * it (before any multi-range release, and so before the pool's eviction
+ * would depend on it). Called first in main. */
+static void test_first_release_learns(void) {
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char* m = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  m[0] = 1;
+  CHECK(!tslab_os_release_batches());
+  struct iovec r = {m, pg};
+  bool ok;
+  CHECK_EQ_U(tslab_os_release_ranges(&r, 1, &ok), 1);
+  CHECK(ok && m[0] == 0);
+  CHECK(tslab_os_release_batches() == kernel_batches());
+  munmap(m, pg);
+}
+
+/* Several runs in one release batch, the second range refused: each run
+ * gets its own range's verdict. The pool's three spans, kept apart by live
+ * spans between them, go in one batch (tslab_reserve_release); the refused
+ * one stays dirty, so calloc clears it, and the others come back clean. */
+static void test_batch_verdicts(void) {
+  tslab_config_t c = small_config();
+  c.pool_resident_max = (size_t)4 << 20;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  const size_t size = 64 << 10;
+  unsigned char *span[3], *gap[3];
+  for (int i = 0; i < 3; i++) {
+    REQUIRE((span[i] = tslab_alloc(a, size, e)) != NULL);
+    REQUIRE((gap[i] = tslab_alloc(a, size, e)) != NULL);
+    memset(span[i], 0xAB, size);
+  }
+  for (int i = 0; i < 3; i++) CHECK(tslab_free(a, span[i]));
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+  tslab_fault_inject(TSLAB_FAULT_RELEASE, 1, 1);
+  tslab_reserve_release(a);
+  CHECK_EQ_U(tslab_fault_injected(), 1);
+  tslab_fault_clear();
+  tslab_stats_global(a, &g1);
+  CHECK_EQ_U(g1.release_failures_total - g0.release_failures_total, 1);
+  CHECK_EQ_U(g1.release_bytes_total - g0.release_bytes_total, 2 * size);
+  for (int i = 0; i < 3; i++) {
+    unsigned char* q = tslab_calloc(a, 1, size, e);
+    REQUIRE(q != NULL);
+    size_t nonzero = 0;
+    for (size_t k = 0; k < size; k++) nonzero += q[k] != 0;
+    CHECK_EQ_U(nonzero, 0);
+  }
+  for (int i = 0; i < 3; i++) CHECK(tslab_free(a, gap[i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* Where the kernel takes no batch (TSLAB_FAULT_BATCH), neighbouring runs
+ * still share one madvise: 32 contiguous empty slabs of the pool go in one
+ * call. */
+static void test_unbatched_ranges_merge(void) {
+  tslab_config_t c = small_config();
+  c.pool_resident_max = (size_t)4 << 20;
+  c.block_budget = 0;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_current(a);
+  enum { N = 32 * 128 }; /* 32 one-granule slabs of 128 B objects */
+  static void* objs[N];
+  for (int i = 0; i < N; i++) REQUIRE((objs[i] = tslab_alloc(a, 128, e)) != NULL);
+  for (int i = 0; i < N; i++) CHECK(tslab_free(a, objs[i]));
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+  tslab_fault_inject(TSLAB_FAULT_BATCH, 0, UINT64_MAX);
+  CHECK(!tslab_os_release_batches());
+  CHECK(tslab_reserve_release(a) >= (size_t)30 << 14);
+  tslab_fault_clear();
+  tslab_stats_global(a, &g1);
+  CHECK(g1.release_calls_total - g0.release_calls_total <= 2);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* A block trim the OS refuses: counted as failures, nothing counted as
+ * released, the object that outlives its epoch intact. */
+static void test_refused_trim(void) {
+  tslab_t* a = tslab_create(NULL);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  enum { N = 60, SIZE = 256 }; /* one block of 16 KiB */
+  unsigned char* objs[N];
+  for (int i = 0; i < N; i++) {
+    REQUIRE((objs[i] = tslab_alloc(a, SIZE, e)) != NULL);
+    memset(objs[i], 0x5A, SIZE);
+  }
+  for (int i = 1; i < N; i++) CHECK(tslab_free(a, objs[i]));
+  tslab_stats_global_t g0, g1;
+  tslab_stats_global(a, &g0);
+  tslab_fault_inject(TSLAB_FAULT_RELEASE, 0, UINT64_MAX);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_fault_clear();
+  tslab_stats_global(a, &g1);
+  CHECK(g1.release_failures_total > g0.release_failures_total);
+  CHECK_EQ_U(g1.release_bytes_total, g0.release_bytes_total);
+  CHECK(objs[0][0] == 0x5A && objs[0][SIZE - 1] == 0x5A);
+  CHECK(tslab_free(a, objs[0]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 /* A thread whose cache cannot be created: it cannot allocate (OOM), but it
  * can still free other threads' objects, and it recovers later. */
 typedef struct {
@@ -483,6 +593,7 @@ static void test_grace_after_overflow(void) {
 }
 
 int main(void) {
+  test_first_release_learns();
   test_create();
   test_commit(TSLAB_RELEASE_ON_CLOSE);
   test_commit(TSLAB_RELEASE_EAGER);
@@ -490,6 +601,9 @@ int main(void) {
   test_release(TSLAB_RELEASE_EAGER);
   test_release_ranges();
   test_refused_release_stays_dirty();
+  test_batch_verdicts();
+  test_unbatched_ranges_merge();
+  test_refused_trim();
   test_thread_cache();
   test_reserve_without_descriptor();
   test_grace_after_overflow();
