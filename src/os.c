@@ -128,11 +128,11 @@ TSLAB_INTERNAL size_t tslab_os_page_size(void) {
  * development machine. Whether the kernel takes batches is learnt once: the
  * first call it takes (the first release tries even one range) switches
  * batching on for good; a first refusal of the call itself (EBADF for the
- * negative pidfd, ENOSYS, ESRCH, or EINVAL or EPERM while the first range
- * alone can be released: the advice is unknown, or a filter says no)
- * switches it off for good. An EINVAL or EPERM that the first range earns on
- * its own (a locked page) decides nothing, and once batching is on, a
- * refused call only sends its ranges one by one. The pseudo-descriptor is
+ * negative pidfd, ENOSYS, ESRCH, or another error while the first range
+ * alone can be released: EINVAL for an unknown advice, EPERM from a filter)
+ * switches it off for good. An error that the first range earns on its own
+ * (EINVAL for a locked page, ENOMEM for an unmapped one) decides nothing,
+ * and once batching is on, a refused call only sends its ranges one by one. The pseudo-descriptor is
  * the kernel's value, spelled out because C libraries do not all have it. */
 #define TSLAB_PIDFD_SELF_THREAD (-10000)
 enum { RELEASE_BATCH = 64 }; /* ranges per call (the kernel takes up to 1024) */
@@ -151,8 +151,8 @@ static void batching_learnt(int mode) {
 /* What one process_madvise call over v[0..k) did. */
 enum batch_result {
   BATCH_TAKEN,    /* *done: the ranges released whole, in order (the kernel stops at the first it cannot advise) */
-  BATCH_REFUSED,  /* the call itself: no batching here */
-  BATCH_UNCLEAR,  /* EINVAL or EPERM: the call, or the first range */
+  BATCH_REFUSED,  /* the call itself (EBADF, ENOSYS, ESRCH): no batching here */
+  BATCH_UNCLEAR,  /* any other error (EINVAL, EPERM, ENOMEM...): the call, or the first range */
   BATCH_FAULTED   /* refused by fault injection (TSLAB_FAULT_BATCH): nothing learnt */
 };
 
@@ -160,7 +160,7 @@ static enum batch_result release_batched(const struct iovec* v, size_t k, size_t
 #ifdef SYS_process_madvise
   if (atomic_load_explicit(&fault_ops, memory_order_relaxed) & TSLAB_FAULT_BATCH) return BATCH_FAULTED;
   long got = syscall(SYS_process_madvise, TSLAB_PIDFD_SELF_THREAD, v, k, MADV_DONTNEED, 0u);
-  if (got < 0) return errno == EINVAL || errno == EPERM ? BATCH_UNCLEAR : BATCH_REFUSED;
+  if (got < 0) return errno == EBADF || errno == ENOSYS || errno == ESRCH ? BATCH_REFUSED : BATCH_UNCLEAR;
   batching_learnt(1);
   size_t n = 0;
   for (size_t left = (size_t)got; n < k && left >= v[n].iov_len; n++) left -= v[n].iov_len;
