@@ -132,11 +132,14 @@ TSLAB_INTERNAL size_t tslab_os_page_size(void) {
  * alone can be released: EINVAL for an unknown advice, EPERM from a filter)
  * switches it off for good. An error that the first range earns on its own
  * (EINVAL for a locked page, ENOMEM for an unmapped one) decides nothing,
- * and once batching is on, a refused call only sends its ranges one by one. The pseudo-descriptor is
- * the kernel's value, spelled out because C libraries do not all have it. */
+ * up to UNCLEAR_MAX times (a program under mlockall would otherwise pay a
+ * failed call on every release), and once batching is on, a refused call
+ * only sends its ranges one by one. The pseudo-descriptor is the kernel's
+ * value, spelled out because C libraries do not all have it. */
 #define TSLAB_PIDFD_SELF_THREAD (-10000)
-enum { RELEASE_BATCH = 64 }; /* ranges per call (the kernel takes up to 1024) */
+enum { RELEASE_BATCH = 64, UNCLEAR_MAX = 8 }; /* ranges per call (the kernel takes up to 1024) */
 static _Atomic int batching;  /* 0: not known yet, 1: the kernel takes batches, -1: it does not */
+static _Atomic unsigned unclear; /* calls that taught nothing while batching was not known */
 
 TSLAB_INTERNAL bool tslab_os_release_batches(void) {
   return atomic_load_explicit(&batching, memory_order_relaxed) > 0 &&
@@ -200,7 +203,11 @@ TSLAB_INTERNAL size_t tslab_os_release_ranges(const struct iovec* ranges, size_t
       ok[k] = madvise(ranges[k].iov_base, ranges[k].iov_len, MADV_DONTNEED) == 0;
       calls += ok[k];
     }
-    if (mode == 0 && j > i && (tried == BATCH_REFUSED || (tried == BATCH_UNCLEAR && ok[i]))) batching_learnt(-1);
+    if (mode == 0 && j > i &&
+        (tried == BATCH_REFUSED ||
+         (tried == BATCH_UNCLEAR &&
+          (ok[i] || atomic_fetch_add_explicit(&unclear, 1, memory_order_relaxed) + 1 >= UNCLEAR_MAX))))
+      batching_learnt(-1);
     i = refused ? j + 1 : j;
   }
   return calls;
