@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -333,6 +334,33 @@ static void test_refused_release_stays_dirty(void) {
   tslab_destroy(a);
 }
 
+/* A process whose first ranges keep failing on their own (an unmapped page
+ * here, a locked one under mlockall) stops asking the kernel for batches
+ * after eight calls that taught nothing: later releases go one madvise per
+ * range, whatever the kernel. Run in a child forked before this process
+ * released anything, so that the parent still knows nothing. */
+static void test_unclear_cap(void) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char* m = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || munmap(m + 2 * pg, pg) != 0) _exit(2);
+    struct iovec hole = {m + 2 * pg, pg};
+    bool ok[2];
+    for (int i = 0; i < 8; i++)
+      if (tslab_os_release_ranges(&hole, 1, ok) != 0 || ok[0]) _exit(3);
+    struct iovec two[2] = {{m, pg}, {m + pg, pg}};
+    m[0] = m[pg] = 1;
+    size_t calls = tslab_os_release_ranges(two, 2, ok);
+    _exit(!tslab_os_release_batches() && calls == 2 && ok[0] && ok[1] && m[0] == 0 && m[pg] == 0 ? 0 : 4);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ_U(WEXITSTATUS(status), 0);
+}
+
 /* The process's first release, of one range, asks the kernel for a batch
  * all the same: from then on batching is on exactly where the kernel takes
  * it (before any multi-range release, and so before the pool's eviction
@@ -599,6 +627,7 @@ static void test_grace_after_overflow(void) {
 }
 
 int main(void) {
+  test_unclear_cap();
   test_first_release_learns();
   test_create();
   test_commit(TSLAB_RELEASE_ON_CLOSE);
