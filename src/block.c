@@ -213,32 +213,17 @@ TSLAB_INTERNAL uint64_t tslab_block_live_bytes(const tslab_run_t* b, uint32_t un
   return bytes;
 }
 
-/* The ranges a block trim gives back, released in one batch (a large block
- * of 4 KiB pages has at most nine: the pages kept cut them apart). */
+/* The ranges a block trim gives back, released in one batch: the pages
+ * kept cut them apart, so a block of P pages (of 4 KiB or more) has at most
+ * P / 2 + 1. */
+enum { TRIM_RANGES = (TSLAB_BLOCK_BYTES_LARGE / 4096) / 2 + 1 };
 typedef struct {
-  struct iovec r[16];
-  size_t n, released;
+  struct iovec r[TRIM_RANGES];
+  size_t n;
 } trim_batch_t;
 
-/* Release the ranges gathered, counted like the heap's releases. */
-static void trim_flush(tslab_t* a, trim_batch_t* t) {
-  bool ok[16];
-  atomic_fetch_add_explicit(&a->release_calls, tslab_os_release_ranges(t->r, t->n, ok), memory_order_relaxed);
-  for (size_t i = 0; i < t->n; i++) {
-    if (!ok[i]) {
-      atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
-      continue;
-    }
-    atomic_fetch_add_explicit(&a->release_bytes, t->r[i].iov_len, memory_order_relaxed);
-    t->released += t->r[i].iov_len;
-  }
-  t->n = 0;
-}
-
-static void trim_range(tslab_t* a, trim_batch_t* t, uint8_t* from, uint8_t* to) {
-  if (to <= from) return;
-  if (t->n == sizeof t->r / sizeof t->r[0]) trim_flush(a, t);
-  t->r[t->n++] = (struct iovec){from, (size_t)(to - from)};
+static void trim_range(trim_batch_t* t, uint8_t* from, uint8_t* to) {
+  if (to > from) t->r[t->n++] = (struct iovec){from, (size_t)(to - from)};
 }
 
 /* A block detached with live objects keeps only the pages they touch: the
@@ -255,7 +240,7 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
   if (page >= bytes) return 0;
   uint8_t* start = b->start;
   uint8_t* kept = start; /* pages below are kept or gathered already */
-  trim_batch_t t = {.n = 0, .released = 0};
+  trim_batch_t t = {.n = 0};
   for (uint32_t w = 0; w < b->words; w++) {
     for (uint64_t al = atomic_load_explicit(&b->bits[2 * w], memory_order_acquire); al; al &= al - 1) {
       uint32_t unit = (w << 6) + (uint32_t)__builtin_ctzll(al);
@@ -263,13 +248,13 @@ TSLAB_INTERNAL size_t tslab_block_trim(tslab_t* a, tslab_run_t* b) {
       uint8_t* hi = lo + tslab_block_object_size(b->starts, b->capacity, unit);
       lo = (uint8_t*)((uintptr_t)lo & ~(uintptr_t)(page - 1));
       hi = (uint8_t*)(((uintptr_t)hi + page - 1) & ~(uintptr_t)(page - 1));
-      if (lo > kept) trim_range(a, &t, kept, lo);
+      if (lo > kept) trim_range(&t, kept, lo);
       if (hi > kept) kept = hi;
     }
   }
-  trim_range(a, &t, kept, start + bytes);
-  if (t.n) trim_flush(a, &t);
-  return t.released;
+  trim_range(&t, kept, start + bytes);
+  bool ok[TRIM_RANGES];
+  return t.n ? tslab_heap_release_ranges(a, t.r, t.n, ok) : 0;
 }
 
 /* A drained block goes to its cache's hot reserve when there is room: the

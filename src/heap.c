@@ -353,6 +353,20 @@ static int by_address(const void* x, const void* y) {
   return a->start < b->start ? -1 : a->start > b->start;
 }
 
+TSLAB_INTERNAL size_t tslab_heap_release_ranges(tslab_t* a, const struct iovec* ranges, size_t n, bool* ok) {
+  atomic_fetch_add_explicit(&a->release_calls, tslab_os_release_ranges(ranges, n, ok), memory_order_relaxed);
+  size_t released = 0;
+  for (size_t r = 0; r < n; r++) {
+    if (!ok[r]) {
+      atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
+      continue;
+    }
+    atomic_fetch_add_explicit(&a->release_bytes, ranges[r].iov_len, memory_order_relaxed);
+    released += ranges[r].iov_len;
+  }
+  return released;
+}
+
 /* Release a batch of runs sorted by address, one range per contiguous
  * stretch (the runs of one epoch are often neighbours), in one system call
  * where the kernel takes a batch; ok[i] tells each run's fate. Called
@@ -370,20 +384,12 @@ static size_t release_batch(tslab_t* a, tslab_run_t** runs, size_t n, bool* ok) 
     ranges[nr] = (struct iovec){start, (size_t)(end - start)};
   }
   bool done[RELEASE_RUNS];
-  atomic_fetch_add_explicit(&a->release_calls, tslab_os_release_ranges(ranges, nr, done), memory_order_relaxed);
-  size_t released = 0;
-  for (size_t r = 0, i = 0; r < nr; r++) {
-    size_t bytes = ranges[r].iov_len;
-    if (done[r]) {
-      atomic_fetch_add_explicit(&a->release_bytes, bytes, memory_order_relaxed);
-      atomic_fetch_sub_explicit(&a->resident_bytes, bytes, memory_order_relaxed);
-      released += bytes;
-    } else {
-      atomic_fetch_add_explicit(&a->release_failures, 1, memory_order_relaxed);
-    }
-    /* The runs of range r: from where range r - 1's ended to its end. */
-    for (uint8_t* end = (uint8_t*)ranges[r].iov_base + bytes; i < n && runs[i]->start < end; i++) ok[i] = done[r];
-  }
+  size_t released = tslab_heap_release_ranges(a, ranges, nr, done);
+  atomic_fetch_sub_explicit(&a->resident_bytes, released, memory_order_relaxed);
+  /* The runs of range r: from where range r - 1's ended to its end. */
+  for (size_t r = 0, i = 0; r < nr; r++)
+    for (uint8_t* end = (uint8_t*)ranges[r].iov_base + ranges[r].iov_len; i < n && runs[i]->start < end; i++)
+      ok[i] = done[r];
   return released;
 }
 
@@ -421,6 +427,13 @@ static void mark_releasing(tslab_t* a, tslab_run_t* r, tslab_run_t** chain) {
   *chain = r;
 }
 
+/* Take the pool's oldest run out of it onto `chain`, to be released. */
+static void evict_oldest(tslab_t* a, tslab_run_t** chain) {
+  tslab_run_t* v = a->heap.lru_head;
+  dirty_unlink(a, v);
+  mark_releasing(a, v, chain);
+}
+
 /* The most the pool may hold: pool_resident_max + pool_decay_max, which a
  * caller may set as high as it likes ("no bound"). */
 static size_t pool_bound(const tslab_t* a) {
@@ -437,11 +450,8 @@ static tslab_run_t* evict_over_budget(tslab_t* a, tslab_run_t* chain, uint64_t n
   size_t keep = a->config.pool_resident_max, most = pool_bound(a);
   uint64_t ttl = (uint64_t)a->config.pool_decay_ms * 1000000u;
   while (h->dirty_bytes > keep && h->lru_head &&
-         (h->dirty_bytes > most || h->lru_head->pooled_ns + ttl <= now)) {
-    tslab_run_t* v = h->lru_head;
-    dirty_unlink(a, v);
-    mark_releasing(a, v, &chain);
-  }
+         (h->dirty_bytes > most || h->lru_head->pooled_ns + ttl <= now))
+    evict_oldest(a, &chain);
   return chain;
 }
 
@@ -458,11 +468,7 @@ static tslab_run_t* make_room(tslab_t* a, tslab_run_t* chain, size_t bytes) {
   if (h->dirty_bytes + bytes <= most) return chain;
   size_t slack = tslab_os_release_batches() ? most / 8 : 0;
   if (slack > (size_t)RELEASE_RUNS << TSLAB_GRANULE_SHIFT) slack = (size_t)RELEASE_RUNS << TSLAB_GRANULE_SHIFT;
-  while (h->lru_head && h->dirty_bytes + bytes > most - slack) {
-    tslab_run_t* v = h->lru_head;
-    dirty_unlink(a, v);
-    mark_releasing(a, v, &chain);
-  }
+  while (h->lru_head && h->dirty_bytes + bytes > most - slack) evict_oldest(a, &chain);
   return chain;
 }
 
@@ -649,11 +655,7 @@ TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* s
     /* Out of address space or commit: turn the dirty pool into clean runs
      * (which coalesce) and try once more. */
     tslab_run_t* chain = NULL;
-    while (h->lru_head) {
-      tslab_run_t* v = h->lru_head;
-      dirty_unlink(a, v);
-      mark_releasing(a, v, &chain);
-    }
+    while (h->lru_head) evict_oldest(a, &chain);
     release_chain(a, chain);
     r = take_clean(a, self, n, align);
     if (!r) r = take_top(a, self, n, align);
@@ -877,11 +879,7 @@ TSLAB_INTERNAL size_t tslab_heap_release_pool(tslab_t* a) {
   tslab_heap_t* h = &a->heap;
   pthread_mutex_lock(&h->mu);
   tslab_run_t* chain = NULL;
-  while (h->lru_head) {
-    tslab_run_t* v = h->lru_head;
-    dirty_unlink(a, v);
-    mark_releasing(a, v, &chain);
-  }
+  while (h->lru_head) evict_oldest(a, &chain);
   size_t released = release_chain(a, chain);
   pthread_mutex_unlock(&h->mu);
   return released;

@@ -667,6 +667,12 @@ struct tslab {
 };
 _Static_assert(offsetof(struct tslab, ring) + sizeof(void*) <= 64, "the fast paths' fields share one line");
 
+/* The retire of runs of `era` that may decay while it is ACTIVE. */
+static inline tslab_retire_era_t tslab_retire_era(const tslab_t* a, uint64_t era) {
+  uint32_t slot = (uint32_t)(era & a->ring_mask);
+  return (tslab_retire_era_t){&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), slot};
+}
+
 /* ------------------------------------------------------------------------- */
 /* Counting into an era's slot                                               */
 /* ------------------------------------------------------------------------- */
@@ -819,6 +825,10 @@ TSLAB_INTERNAL void tslab_heap_destroy(tslab_t* a);
  * the caller has a fallback (a large block's is a small one). */
 TSLAB_INTERNAL tslab_run_t* tslab_heap_alloc(tslab_t* a, const tslab_tcache_t* self, size_t granules,
                                              size_t align_granules, bool purge);
+/* Release ranges of the reservation (tslab_os_release_ranges, ok[i] each
+ * range's fate), counted in the instance's release statistics; returns the
+ * bytes released. Without the heap mutex. */
+TSLAB_INTERNAL size_t tslab_heap_release_ranges(tslab_t* a, const struct iovec* ranges, size_t n, bool* ok);
 /* Give the run bitmaps for `words` words (and start bits), keeping the
  * ones it has when they fit; false when metadata runs out. */
 TSLAB_INTERNAL bool tslab_heap_bitmaps(tslab_t* a, const tslab_tcache_t* self, tslab_run_t* r, uint32_t words,

@@ -55,8 +55,7 @@ static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
   /* A span of an era still active may stay in the pool beyond its bound for
    * a while, as an empty slab does (decay, section 5): a program that frees
    * a buffer allocates the next one soon. */
-  uint32_t slot = (uint32_t)(era & a->ring_mask);
-  tslab_retire_era_t owner = {&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), slot};
+  tslab_retire_era_t owner = tslab_retire_era(a, era);
   r->heap_next = NULL;
   size_t released = tslab_heap_retire_list(a, r, !tslab_era_active(a, era), &owner);
   if (released) tslab_era_count_released(a, era, released);

@@ -106,8 +106,7 @@ static void runs_retire(tslab_t* a, tslab_run_t* list, tslab_tcache_t* owned) {
   }
   /* Runs of an era that is still active may stay in the pool beyond its
    * bound for a while (decay): the era will soon allocate again. */
-  uint32_t slot = (uint32_t)(era & a->ring_mask);
-  tslab_retire_era_t owner = {&a->ring[slot].state, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE), slot};
+  tslab_retire_era_t owner = tslab_retire_era(a, era);
   size_t released = tslab_heap_retire_list(a, list, a->config.release_policy == TSLAB_RELEASE_EAGER, &owner);
   if (released) tslab_era_count_released(a, era, released);
 }
