@@ -122,7 +122,9 @@ static tslab_run_t* block_reuse(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* b, 
   return b;
 }
 
-TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules) {
+/* A drained block of the cache's reserve, formatted for era; NULL when the
+ * reserve is empty (or its block had to go back to the heap). */
+static tslab_run_t* block_reserved(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
   tslab_run_t* b = atomic_load_explicit(&tc->hot, memory_order_relaxed)
                        ? atomic_exchange_explicit(&tc->hot, NULL, memory_order_acquire)
                        : NULL;
@@ -135,8 +137,15 @@ TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uin
                     memory_order_acquire, memory_order_acquire)) {
     }
   }
-  if (b) tslab_hook_point(TSLAB_HOOK_RESERVE_TAKEN);
-  b = b ? block_reuse(a, tc, b, era) : block_new(a, tc, era, granules);
+  if (!b) return NULL;
+  tslab_hook_point(TSLAB_HOOK_RESERVE_TAKEN);
+  return block_reuse(a, tc, b, era);
+}
+
+TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules,
+                                             bool reserve_only) {
+  tslab_run_t* b = block_reserved(a, tc, era);
+  if (!b && !reserve_only) b = block_new(a, tc, era, granules);
   if (!b) return NULL;
   tslab_run_publish(a, b, TSLAB_RUN_BLOCK);
   return b;

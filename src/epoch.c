@@ -417,7 +417,7 @@ TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e) { return close_chec
 
 TSLAB_API int tslab_epoch_free_all(tslab_t* a, tslab_epoch_t e) { return close_checked(a, e, true); }
 
-static void open_era(tslab_t* a, uint64_t era);
+static void open_era(tslab_t* a, uint64_t era, bool opener);
 
 /* Fork child (7.6): a close in progress in a vanished thread is completed,
  * so is an era a vanished thread was opening, and non-owner frees of
@@ -431,8 +431,12 @@ TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
     if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_EMPTY && era) {
       /* Its opener vanished half-way: the open is finished here, as the
        * advance would have finished it (`current` names it; leaving it
-       * unopened would stall every later advance). */
-      open_era(a, era);
+       * unopened would stall every later advance). The opener may have
+       * readied its cache for the era (7.1): then the era has a second
+       * user, and its close detaches every cache. */
+      open_era(a, era, false);
+      for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc))
+        if (tc != atomic_load(&es->user) && atomic_load(&tc->slots[slot].era) == era) atomic_store(&es->multi, 1);
     } else if (TSLAB_STATE_OF(st) == TSLAB_EPOCH_CLOSING) {
       tslab_run_t *detached = NULL, *drained = NULL;
       tslab_fold_t sum = {0};
@@ -463,8 +467,9 @@ static bool claimable(uint64_t st) {
 }
 
 /* The slot of era (claimed: its state is (era, EMPTY)) starts over and
- * opens (7.1). */
-static void open_era(tslab_t* a, uint64_t era) {
+ * opens (7.1); `opener`: the calling thread opens it for itself (not a fork
+ * child finishing a vanished thread's open), and readies its cache. */
+static void open_era(tslab_t* a, uint64_t era, bool opener) {
   tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   /* Non-owner frees of the old era still writing its counters finish
    * first; later ones see the new era and count elsewhere. */
@@ -491,14 +496,17 @@ static void open_era(tslab_t* a, uint64_t era) {
   slot_reset(es);
   TSLAB_RSTORE(es->opened_ns, tslab_coarse_ns());
   /* The thread that opens an era is most likely its user: registering it
-   * now spares its first allocation a compare-and-swap (7.2). Registering a
-   * cache that never uses the era only costs a close by another thread the
-   * fence it would otherwise skip. */
+   * now spares its first allocation a compare-and-swap (7.2), and readying
+   * its cache below the allocation's slow path (7.1). Registering a cache
+   * that never uses the era only costs a close by another thread the fence
+   * it would otherwise skip. */
   tslab_tcache_t* me = tslab_tcache_find(a);
   atomic_store_explicit(&es->user, me, memory_order_relaxed);
   atomic_store_explicit(&es->stat_seq, seq + 2, memory_order_release);
   tslab_spin_unlock(&es->mu);
   if (labelled) pthread_mutex_unlock(&a->label_mu);
+  if (opener && me) tslab_tcache_ready_era(a, me, era);
+  tslab_hook_point(TSLAB_HOOK_OPEN_READIED);
   /* A release store: what the open wrote is visible to whoever reads the
    * era ACTIVE (an allocation, the closer's CAS); nothing here needs a
    * store-load order, and a locked instruction per request is measurable. */
@@ -537,7 +545,7 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
         if (atomic_compare_exchange_strong_explicit(word, &st, TSLAB_STATE(era, TSLAB_EPOCH_EMPTY),
                                                     memory_order_seq_cst, memory_order_seq_cst)) {
           tslab_hook_point(TSLAB_HOOK_ADVANCE_CLAIMED);
-          open_era(a, era);
+          open_era(a, era, true);
           return era;
         }
         retry = true;

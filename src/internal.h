@@ -994,10 +994,11 @@ static inline bool tslab_bits_live(_Atomic uint64_t* bits, uint32_t idx) {
 }
 
 /* block.c */
-/* A block for era: a drained one of the cache's reserve (any length), else a
- * new one of `granules` from the heap, or a small one when the heap has no
- * four free granules in a row for a large one. */
-TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules);
+/* A block for era: a drained one of the cache's reserve (any length), else
+ * (unless reserve_only) a new one of `granules` from the heap, or a small one
+ * when the heap has no four free granules in a row for a large one. */
+TSLAB_INTERNAL tslab_run_t* tslab_block_take(tslab_t* a, tslab_tcache_t* tc, uint64_t era, uint32_t granules,
+                                             bool reserve_only);
 TSLAB_INTERNAL void tslab_block_stop(tslab_run_t* b, uint8_t* top);
 TSLAB_INTERNAL uint32_t tslab_block_objects(const tslab_run_t* b, uint32_t units);
 TSLAB_INTERNAL size_t tslab_block_object_size(_Atomic uint64_t* starts, uint32_t units, uint32_t unit);
@@ -1016,6 +1017,11 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
 TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t era, size_t size, size_t align,
                                        int* status);
 TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
+/* The opener of era, its registered user, before the era is ACTIVE (7.1):
+ * the cache's slot counts for the era, and a drained block of its reserve,
+ * if it has one, is the slot's bumping block already, so the era's first
+ * allocation takes the fast path. */
+TSLAB_INTERNAL void tslab_tcache_ready_era(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
 /* The bin's allocations and frees for its era, read consistently from any
  * thread (section 9). */
 TSLAB_INTERNAL void tslab_bin_read(tslab_bin_t* bin, uint64_t* allocs, uint64_t* frees);

@@ -492,6 +492,22 @@ TSLAB_INTERNAL tslab_bin_t* tslab_tcache_count_bin(tslab_t* a, tslab_tcache_t* t
   return bin;
 }
 
+/* The slot starts counting for era: its block counters' values now are the
+ * era's zero (section 9), and its budget of block bytes is the era's. */
+static void slot_count_for_era(tslab_t* a, tslab_slot_cache_t* sc, uint64_t era) {
+  sc->budget = era == 1 ? 0 : a->config.block_budget;
+  write_begin(&sc->seq);
+  TSLAB_RSTORE(sc->base_bfrees, atomic_load_explicit(&sc->bfrees, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bxfrees, atomic_load_explicit(&sc->bxfrees, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_ballocs, atomic_load_explicit(&sc->ballocs, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bslow, atomic_load_explicit(&sc->bslow, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bbytes_alloc, atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed));
+  TSLAB_RSTORE(sc->base_bbytes_free, atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed));
+  __atomic_store_n(&sc->ever, true, __ATOMIC_RELEASE);
+  atomic_store_explicit(&sc->era, era, memory_order_release);
+  write_end(&sc->seq);
+}
+
 /* Owner, in its busy window with era ACTIVE: the cache takes memory for the
  * era in this slot for the first time: register as a user of the era and
  * re-read its state (7.2). */
@@ -509,18 +525,38 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
       atomic_store_explicit(&es->multi, 1, memory_order_seq_cst);
   }
   if (!tslab_era_active(a, era)) return TSLAB_ERR_EPOCH_CLOSED;
-  sc->budget = era == 1 ? 0 : a->config.block_budget;
-  write_begin(&sc->seq);
-  TSLAB_RSTORE(sc->base_bfrees, atomic_load_explicit(&sc->bfrees, memory_order_relaxed));
-  TSLAB_RSTORE(sc->base_bxfrees, atomic_load_explicit(&sc->bxfrees, memory_order_relaxed));
-  TSLAB_RSTORE(sc->base_ballocs, atomic_load_explicit(&sc->ballocs, memory_order_relaxed));
-  TSLAB_RSTORE(sc->base_bslow, atomic_load_explicit(&sc->bslow, memory_order_relaxed));
-  TSLAB_RSTORE(sc->base_bbytes_alloc, atomic_load_explicit(&sc->bbytes_alloc, memory_order_relaxed));
-  TSLAB_RSTORE(sc->base_bbytes_free, atomic_load_explicit(&sc->bbytes_free, memory_order_relaxed));
-  __atomic_store_n(&sc->ever, true, __ATOMIC_RELEASE);
-  atomic_store_explicit(&sc->era, era, memory_order_release);
-  write_end(&sc->seq);
+  slot_count_for_era(a, sc, era);
   return TSLAB_OK;
+}
+
+/* Owner: the slot's bumping block becomes b, a block formatted for the
+ * slot's era. */
+static void slot_attach_block(tslab_slot_cache_t* sc, tslab_run_t* b) {
+  size_t bytes = tslab_run_bytes(b);
+  /* A large block of the reserve may take the era past its budget. */
+  sc->budget = sc->budget > bytes ? sc->budget - bytes : 0;
+  write_begin(&sc->seq);
+  sc->base = b->start;
+  sc->room = bytes;
+  sc->bits = b->bits;
+  sc->starts = b->starts;
+  __atomic_store_n(&sc->top, b->start, __ATOMIC_RELAXED);
+  LINK_STORE(sc->blk, b);
+  write_end(&sc->seq);
+}
+
+/* In a busy window, as the refill it stands for: a fork waits for it to
+ * end, or repairs what it left half-done (7.6). */
+TSLAB_INTERNAL void tslab_tcache_ready_era(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
+  tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
+  if (atomic_load_explicit(&sc->era, memory_order_relaxed) != 0) return;
+  tslab_busy_enter(tc);
+  slot_count_for_era(a, sc, era);
+  if (tslab_slot_block_room(sc, 1)) {
+    tslab_run_t* b = tslab_block_take(a, tc, era, TSLAB_BLOCK_GRANULES_SMALL, true);
+    if (b) slot_attach_block(sc, b);
+  }
+  tslab_busy_exit(tc);
 }
 
 /* Bump an object of `size` bytes out of the slot's block; NULL when it does
@@ -566,23 +602,14 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   }
   /* Small blocks until the era has bumped a large block's worth here (3.4). */
   bool large = a->config.block_budget - sc->budget >= TSLAB_BLOCK_BYTES_LARGE && sc->budget >= TSLAB_BLOCK_BYTES_LARGE;
-  tslab_run_t* b = tslab_block_take(a, tc, era, large ? TSLAB_BLOCK_GRANULES_LARGE : TSLAB_BLOCK_GRANULES_SMALL);
+  tslab_run_t* b =
+      tslab_block_take(a, tc, era, large ? TSLAB_BLOCK_GRANULES_LARGE : TSLAB_BLOCK_GRANULES_SMALL, false);
   if (sampled) tslab_sample_end(a, wall, cpu);
   if (!b) {
     *status = TSLAB_ERR_OUT_OF_MEMORY;
     return NULL;
   }
-  /* A large block of the reserve may take the era past its budget. */
-  size_t bytes = tslab_run_bytes(b);
-  sc->budget = sc->budget > bytes ? sc->budget - bytes : 0;
-  write_begin(&sc->seq);
-  sc->base = b->start;
-  sc->room = bytes;
-  sc->bits = b->bits;
-  sc->starts = b->starts;
-  __atomic_store_n(&sc->top, b->start, __ATOMIC_RELAXED);
-  LINK_STORE(sc->blk, b);
-  write_end(&sc->seq);
+  slot_attach_block(sc, b);
   return bump(sc, size);
 }
 

@@ -941,6 +941,94 @@ static void test_reserve_block_lengths(void) {
   tslab_destroy(a);
 }
 
+/* ---- the opener's block: the advance readies its cache for the new era ---- */
+
+enum { SMALL_BLOCK = 16384 }; /* a small block: one granule (docs/ARCHITECTURE.md 3.4) */
+
+struct other_alloc {
+  tslab_t* a;
+  tslab_epoch_t e;
+};
+
+static void* alloc_and_free_in(void* arg) {
+  struct other_alloc* o = arg;
+  void* p = tslab_alloc(o->a, 64, o->e);
+  REQUIRE(p != NULL);
+  memset(p, 0x5a, 64);
+  CHECK(tslab_free(o->a, p));
+  tslab_thread_flush(o->a);
+  return NULL;
+}
+
+/* An advance by a thread whose reserve holds a drained block makes that
+ * block the new era's first one (docs/ARCHITECTURE.md 7.1): taken and
+ * formatted at the advance, before any allocation, so the era's first
+ * allocation bumps at its start. The block's last use stays dead: a free of
+ * its old pointer and its old handle fail. An era its opener never uses,
+ * or only another thread uses, gives the block back to the opener's reserve
+ * at its close, and a free-all of an unused era too. */
+static void test_open_readies_block(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
+  tslab_stats_global_t g0, g1, g2;
+  tslab_handle_t h;
+  tslab_epoch_t e1 = tslab_epoch_advance(a);
+  void* first = tslab_alloc_handle(a, 48, e1, &h);
+  REQUIRE(first != NULL);
+  void* more[20];
+  for (int i = 0; i < 20; i++) REQUIRE((more[i] = tslab_alloc(a, 100, e1)) != NULL);
+  CHECK(tslab_free(a, first));
+  for (int i = 0; i < 20; i++) CHECK(tslab_free(a, more[i]));
+  CHECK_EQ_U(tslab_epoch_close(a, e1), TSLAB_OK);
+  REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+  CHECK(g0.reserve_bytes >= SMALL_BLOCK);
+  CHECK_EQ_U(g0.blocks_in_use, 0);
+
+  tslab_epoch_t e2 = tslab_epoch_advance(a);
+  REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+  CHECK_EQ_U(g1.blocks_reused_total, g0.blocks_reused_total + 1);
+  CHECK_EQ_U(g1.blocks_in_use, 1);
+  CHECK_EQ_U(g1.reserve_bytes, g0.reserve_bytes - SMALL_BLOCK);
+  CHECK(tslab_handle_get(a, h) == NULL);
+  CHECK(!tslab_free(a, first));
+  CHECK(!tslab_free_handle(a, h));
+  void* p = tslab_alloc(a, 48, e2);
+  CHECK(p == first);
+  CHECK_EQ_U(tslab_epoch_of(a, p), e2);
+  CHECK_EQ_U(tslab_usable_size(a, p), 48);
+  REQUIRE(tslab_stats_global(a, &g2) == TSLAB_OK);
+  CHECK_EQ_U(g2.blocks_reused_total + g2.blocks_created_total, g1.blocks_reused_total + g1.blocks_created_total);
+  CHECK(tslab_free(a, p));
+  CHECK(!tslab_free(a, p));
+  CHECK_EQ_U(tslab_epoch_close(a, e2), TSLAB_OK);
+  REQUIRE(tslab_stats_global(a, &g2) == TSLAB_OK);
+  CHECK_EQ_U(g2.reserve_bytes, g0.reserve_bytes);
+  CHECK_EQ_U(g2.blocks_in_use, 0);
+  CHECK_CONSISTENT(a);
+
+  /* Opened and closed unused; freed whole unused. */
+  CHECK_EQ_U(tslab_epoch_close(a, tslab_epoch_advance(a)), TSLAB_OK);
+  CHECK_EQ_U(tslab_epoch_free_all(a, tslab_epoch_advance(a)), TSLAB_OK);
+  REQUIRE(tslab_stats_global(a, &g2) == TSLAB_OK);
+  CHECK_EQ_U(g2.reserve_bytes, g0.reserve_bytes);
+  CHECK_EQ_U(g2.blocks_in_use, 0);
+  CHECK_CONSISTENT(a);
+
+  /* Opened here, used by another thread only, closed here. */
+  struct other_alloc o = {a, tslab_epoch_advance(a)};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, alloc_and_free_in, &o) == 0);
+  REQUIRE(pthread_join(t, NULL) == 0);
+  tslab_stats_epoch_t es;
+  REQUIRE(tslab_stats_epoch(a, o.e, &es) == TSLAB_OK);
+  CHECK_EQ_U(es.allocations_total, 1);
+  CHECK_EQ_U(tslab_epoch_close(a, o.e), TSLAB_OK);
+  REQUIRE(tslab_stats_global(a, &g2) == TSLAB_OK);
+  CHECK(g2.reserve_bytes >= g0.reserve_bytes);
+  CHECK_EQ_U(g2.blocks_in_use, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   test_idle_thread_close();
@@ -958,6 +1046,7 @@ int main(void) {
   test_reserve_bound();
   test_large_block_falls_back();
   test_large_block_keeps_pool();
+  test_open_readies_block();
   test_reserve_block_lengths();
   TEST_DONE();
 }

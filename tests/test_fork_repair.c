@@ -23,6 +23,10 @@
  *  9. An owner part way through promoting its bin's next word to the mask
  *     (the mask written, `next_mask` not yet cleared): the child counts
  *     those slots once and hands each out once.
+ * 10. An advance readying its cache for its new era (7.1): after it took a
+ *     drained block from its reserve, before it formats it; or with the
+ *     block attached, before the era is ACTIVE. The child finishes the
+ *     open, and the era's close there leaves no block in use.
  *
  * In every case the child passes tslab_check, its epoch statistics agree
  * with the objects handed out, and memory still live is never handed out
@@ -501,6 +505,54 @@ static void test_promotion_held(void) {
   teardown();
 }
 
+/* ---- 10: an advance held after readying its cache, the era not ACTIVE ---- */
+
+static tslab_epoch_t readied;
+
+/* The held thread: one object in an era of its own, freed, the era closed
+ * (its block drains into the thread's reserve); then an advance, held once
+ * it has attached that block to its new era. */
+static void* opener_readies(void* arg) {
+  (void)arg;
+  tslab_epoch_t own = tslab_epoch_advance(inst);
+  void* p = tslab_alloc(inst, SIZE, own);
+  if (!p || !tslab_free(inst, p) || tslab_epoch_close(inst, own) != TSLAB_OK) {
+    atomic_store(&hold_stage, -1);
+    return NULL;
+  }
+  hold_me = true;
+  readied = tslab_epoch_advance(inst);
+  hold_me = false;
+  if (atomic_load(&hold_stage) == 0) atomic_store(&hold_stage, -1);
+  return NULL;
+}
+
+/* Child: the open is finished (the era current and ACTIVE); its close
+ * takes the block the vanished opener attached (held once attached: one
+ * block in use), and no block stays in use. */
+static int readied_child(void) {
+  if (!fork_child_consistent(inst)) return 1;
+  tslab_epoch_t e = tslab_epoch_current(inst);
+  if (tslab_epoch_status(inst, e) != TSLAB_OK) return 2;
+  tslab_stats_global_t g;
+  if (tslab_stats_global(inst, &g) != TSLAB_OK || g.blocks_in_use != (hold_point == TSLAB_HOOK_OPEN_READIED))
+    return 3;
+  if (tslab_epoch_close(inst, e) != TSLAB_OK) return 4;
+  if (tslab_stats_global(inst, &g) != TSLAB_OK || g.blocks_in_use != 0) return 5;
+  return fork_child_consistent(inst) ? 0 : 6;
+}
+
+static void test_open_readied(int point) {
+  setup(point, true);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, opener_readies, NULL) == 0);
+  wait_held();
+  fork_and_check("advance held after readying its cache", readied_child);
+  pthread_join(t, NULL);
+  CHECK_EQ_U(tslab_epoch_close(inst, readied), TSLAB_OK);
+  teardown();
+}
+
 int main(int argc, char** argv) {
   int which = argc > 1 ? atoi(argv[1]) : 0;
   if (!which || which == 1) {
@@ -522,5 +574,9 @@ int main(int argc, char** argv) {
   if (!which || which == 7) test_reserve_taken();
   if (!which || which == 8) test_stacked_held();
   if (!which || which == 9) test_promotion_held();
+  if (!which || which == 10) {
+    test_open_readied(TSLAB_HOOK_RESERVE_TAKEN);
+    test_open_readied(TSLAB_HOOK_OPEN_READIED);
+  }
   TEST_DONE();
 }

@@ -34,7 +34,10 @@
  *            quiet check or a seal and its completion (section 4);
  *   drain  - drains the store buffers (below).
  * Initial choices (init): whether the era's opener registered C0 as `user`
- * or nobody (7.1), and whether T0 or the separate closer closes.
+ * or nobody (7.1), with BLOCK also whether it readied C0 (7.1: before the era
+ * is ACTIVE, C0's slot counts for e and S, a drained block of its reserve
+ * formatted for e, is its bumping block), and whether T0 or the separate
+ * closer closes.
  *
  * Memory model. Shared words are sequentially consistent except the one
  * reordering the protocols are about: a thread's relaxed store to its cache's
@@ -140,6 +143,8 @@
  *   -DKILL_NO_LIVE        with FREE_ALL: the closer retires S after the kill
  *                         without adding what is left of delta to `live`,
  *                         also when a freer took a bit in between (fails)
+ *   -DREADY_UNREGISTERED  with BLOCK: the opener readies C0 without
+ *                         registering it as `user` (fails)
  * (With FREE_ALL and NO_MODE_RECHECK the model fails too, as it does without
  * FREE_ALL: free-all rests on the freers' take-back like the close. The
  * kill's remote exchange itself is not needed for safety: the detach took
@@ -843,6 +848,15 @@ proctype final() {
 init {
   atomic {
     if :: user = NONE :: user = C0 fi;                   /* the opener (7.1) */
+#ifdef BLOCK
+    if                                                   /* and readied C0 with S (7.1) */
+    :: user == C0 -> claimed[0] = 1; formatted = 1; owned = 1; in_cache = 1
+#ifdef READY_UNREGISTERED
+       ; user = NONE
+#endif
+    :: skip
+    fi;
+#endif
     if :: closer_is_owner = 1 :: closer_is_owner = 0 fi;
     run drain();
     run owner();

@@ -10,7 +10,8 @@
 # reads of the users, the sole-user test, the grace check, the hint's
 # exchange, trim before live), and free-all's kill of a detached run (its
 # alloc-word exchange; the freers' take-back, which it rests on as the close
-# does; the live count of frees between the detach and the kill). TSLAB_MODEL_FULL=1 runs larger bounds (about
+# does; the live count of frees between the detach and the kill), and the
+# opener's readied cache (its registration). TSLAB_MODEL_FULL=1 runs larger bounds (about
 # four times longer, 4.5 GB of memory) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -98,6 +99,7 @@ run "bug: block trimmed after its live count is added" fail "-DBLOCK -DTRIM_AFTE
 run "bug: free-all clears an alloc word without an exchange" fail "-DFREE_ALL -DKILL_PLAIN_ALLOC" "$bug" ""
 run "bug: free-all, freers never take their remote bits back" fail "-DFREE_ALL -DNO_MODE_RECHECK" "$bug" ""
 run "bug: free-all retires without the live count of frees after the detach" fail "-DFREE_ALL -DKILL_NO_LIVE" "$bug" ""
+run "bug: the opener readies its cache without registering it" fail "-DBLOCK -DREADY_UNREGISTERED -DMAXOPS=1 -DNO_REMOTE" "$bug" ""
 
 # The decay handshake (docs/model/decay.pml, ARCHITECTURE.md section 5, D1):
 # no run kept beyond the pool's bound for an era survives its close.
