@@ -255,10 +255,16 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
      * and another cache format it again (found by review). */
     bool counted = b->era_counted;
     int64_t bytes = (int64_t)tslab_run_bytes(b);
-    if (me && atomic_load_explicit(&b->creator, memory_order_relaxed) == me && tslab_block_keep(a, me, b)) {
+    tslab_tcache_t* creator = atomic_load_explicit(&b->creator, memory_order_relaxed);
+    if (me && creator == me && tslab_block_keep(a, me, b)) {
       if (counted) tslab_era_count_run_closing(es, -1, -bytes);
       continue;
     }
+    /* A block its creator readied for the era (7.1) and nobody bumped goes
+     * to the heap when another thread closes the era: the creator stops
+     * readying with a block. */
+    if (creator && creator != me && b->bumped == 0)
+      atomic_store_explicit(&creator->ready_off, true, memory_order_relaxed);
     b->heap_next = empty;
     empty = b;
   }
@@ -456,6 +462,15 @@ TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a) {
     uint64_t seq = atomic_load(&es->stat_seq);
     if (seq & 1) atomic_store(&es->stat_seq, seq + 1);
   }
+  /* An opener that vanished after its era's ACTIVE store but before it
+   * moved `current` left every later advance retrying (each finds a slot at
+   * or above its candidate): `current` names the newest era in the ring. */
+  uint64_t newest = atomic_load(&a->current);
+  for (uint32_t slot = 0; slot < a->ring_size; slot++) {
+    uint64_t era = TSLAB_STATE_ERA(atomic_load(&a->ring[slot].state));
+    if (era > newest) newest = era;
+  }
+  atomic_store(&a->current, newest);
 }
 
 /* ---- advance ---- */
@@ -529,7 +544,7 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
     return 0;
   }
   bool next_slot = a->config.advance_policy == TSLAB_ADVANCE_NEXT_SLOT;
-  for (;;) {
+  for (unsigned spins = 0;; spins++) {
     uint64_t cur = atomic_load_explicit(&a->current, memory_order_acquire);
     uint64_t force = 0;
     bool retry = false;
@@ -555,7 +570,12 @@ TSLAB_API tslab_epoch_t tslab_epoch_advance(tslab_t* a) {
       if (i == 1) force = TSLAB_STATE_OF(st) == TSLAB_EPOCH_ACTIVE ? TSLAB_STATE_ERA(st) : 0;
       if (next_slot) break;
     }
-    if (retry) continue;
+    if (retry) {
+      /* Another advance is opening the era after `current` (its open
+       * readies a cache, 7.1): let it run. */
+      if (spins > 64) sched_yield();
+      continue;
+    }
     /* Every slot is open (or the next-slot policy found its slot open):
      * close the era in the next slot first, counted as forced. A slot
      * being opened or closed by someone else is waited for by trying

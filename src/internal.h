@@ -470,6 +470,13 @@ struct tslab_tcache {
    * thread formats and another party retires leaves +1 here and -1 in the
    * instance's cls_slabs). tslab_class_slabs sums them. */
   _Atomic uint64_t cls_slabs[TSLAB_CLASSES];
+  /* Readying (7.1): set (relaxed) by a closer that sent a block this cache
+   * readied, never bumped, to the heap instead of this cache's reserve (the
+   * era was closed by another thread); while set, the owner readies without
+   * a block but for one era in TSLAB_READY_PROBE (`ready_probe`, owner
+   * only), which clears it. */
+  _Atomic bool ready_off;
+  uint32_t ready_probe;
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */
   bool forked_busy;
@@ -1021,6 +1028,7 @@ TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t e
  * the cache's slot counts for the era, and a drained block of its reserve,
  * if it has one, is the slot's bumping block already, so the era's first
  * allocation takes the fast path. */
+#define TSLAB_READY_PROBE 64
 TSLAB_INTERNAL void tslab_tcache_ready_era(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
 /* The bin's allocations and frees for its era, read consistently from any
  * thread (section 9). */

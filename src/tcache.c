@@ -550,9 +550,17 @@ static void slot_attach_block(tslab_slot_cache_t* sc, tslab_run_t* b) {
 TSLAB_INTERNAL void tslab_tcache_ready_era(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
   tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
   if (atomic_load_explicit(&sc->era, memory_order_relaxed) != 0) return;
+  /* A thread that opens eras for others to use and close (an acceptor
+   * handing requests to workers) would lose a reserve block to the heap at
+   * every such close: it readies without one, probing now and then. */
+  bool block = !atomic_load_explicit(&tc->ready_off, memory_order_relaxed);
+  if (!block && ++tc->ready_probe % TSLAB_READY_PROBE == 0) {
+    atomic_store_explicit(&tc->ready_off, false, memory_order_relaxed);
+    block = true;
+  }
   tslab_busy_enter(tc);
   slot_count_for_era(a, sc, era);
-  if (tslab_slot_block_room(sc, 1)) {
+  if (block && tslab_slot_block_room(sc, 1)) {
     tslab_run_t* b = tslab_block_take(a, tc, era, TSLAB_BLOCK_GRANULES_SMALL, true);
     if (b) slot_attach_block(sc, b);
   }
@@ -1058,6 +1066,9 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
           }
         }
       }
+      /* A block readied at an advance (7.1) and never bumped holds
+       * nothing: it goes back with the reserve. */
+      if (sc->blk && sc->top == sc->base) slot_stop_block(sc);
       for (tslab_run_t *b = sc->full, *next; b; b = next) {
         next = b->bin_next;
         tslab_slab_collect(a, b);

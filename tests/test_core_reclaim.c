@@ -1029,6 +1029,94 @@ static void test_open_readies_block(void) {
   tslab_destroy(a);
 }
 
+/* A thread that opens eras for another to use and close (an acceptor and
+ * its worker): the block it readies goes unused to the heap at the
+ * worker's close, so it stops readying with a block but for a probe every
+ * TSLAB_READY_PROBE eras; its own epochs between keep reusing its reserve
+ * (found by review: without that, every hand-off took a block from the
+ * heap). */
+struct worker {
+  tslab_t* a;
+  _Atomic tslab_epoch_t era; /* the era to serve; 0 none; a worker's stop: 1 */
+};
+
+static void* serve_eras(void* arg) {
+  struct worker* w = arg;
+  for (;;) {
+    tslab_epoch_t e;
+    while ((e = atomic_load(&w->era)) == 0) sched_yield();
+    if (e == 1) return NULL;
+    void* p[10];
+    for (int i = 0; i < 10; i++) REQUIRE((p[i] = tslab_alloc(w->a, 80, e)) != NULL);
+    for (int i = 0; i < 10; i++) CHECK(tslab_free(w->a, p[i]));
+    CHECK_EQ_U(tslab_epoch_close(w->a, e), TSLAB_OK);
+    atomic_store(&w->era, 0);
+  }
+}
+
+static void test_open_for_others(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
+  struct worker w = {.a = a};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, serve_eras, &w) == 0);
+  enum { ROUNDS = 400 };
+  tslab_stats_global_t g0, g1;
+  REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+  for (int r = 0; r < ROUNDS; r++) {
+    tslab_epoch_t own = tslab_epoch_advance(a);
+    void* p = tslab_alloc(a, 200, own);
+    REQUIRE(p != NULL);
+    CHECK(tslab_free(a, p));
+    CHECK_EQ_U(tslab_epoch_close(a, own), TSLAB_OK);
+    atomic_store(&w.era, tslab_epoch_advance(a));
+    while (atomic_load(&w.era) != 0) sched_yield();
+  }
+  atomic_store(&w.era, 1);
+  REQUIRE(pthread_join(t, NULL) == 0);
+  REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+  uint64_t created = g1.blocks_created_total - g0.blocks_created_total;
+  printf("%d requests handed to a worker: %llu blocks from the heap\n", ROUNDS, (unsigned long long)created);
+  CHECK(created <= ROUNDS / 8);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* A thread that exits, or flushes, with a readied block it never used gives
+ * the block back with its reserve, though the era stays open (found by
+ * review: it stayed attached to the abandoned cache until the era closed). */
+static void* open_and_exit(void* arg) {
+  struct other_alloc* o = arg;
+  tslab_epoch_t own = tslab_epoch_advance(o->a);
+  void* p = tslab_alloc(o->a, 64, own);
+  REQUIRE(p != NULL);
+  CHECK(tslab_free(o->a, p));
+  CHECK_EQ_U(tslab_epoch_close(o->a, own), TSLAB_OK);
+  o->e = tslab_epoch_advance(o->a);
+  return NULL;
+}
+
+static void test_readied_block_at_exit(void) {
+  tslab_t* a = make(TSLAB_RELEASE_ON_CLOSE, true);
+  struct other_alloc o = {a, 0};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, open_and_exit, &o) == 0);
+  REQUIRE(pthread_join(t, NULL) == 0);
+  tslab_stats_global_t g;
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  CHECK_EQ_U(g.blocks_in_use, 0);
+  tslab_reserve_release(a);
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  CHECK_EQ_U(g.reserve_bytes, 0);
+  CHECK_EQ_U(g.resident_estimate_bytes, 0);
+  CHECK_EQ_U(tslab_epoch_status(a, o.e), TSLAB_OK);
+  void* p = tslab_alloc(a, 64, o.e);
+  REQUIRE(p != NULL);
+  CHECK(tslab_free(a, p));
+  CHECK_EQ_U(tslab_epoch_close(a, o.e), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   test_idle_thread_close();
@@ -1047,6 +1135,8 @@ int main(void) {
   test_large_block_falls_back();
   test_large_block_keeps_pool();
   test_open_readies_block();
+  test_open_for_others();
+  test_readied_block_at_exit();
   test_reserve_block_lengths();
   TEST_DONE();
 }

@@ -24,9 +24,12 @@
  *     (the mask written, `next_mask` not yet cleared): the child counts
  *     those slots once and hands each out once.
  * 10. An advance readying its cache for its new era (7.1): after it took a
- *     drained block from its reserve, before it formats it; or with the
- *     block attached, before the era is ACTIVE. The child finishes the
- *     open, and the era's close there leaves no block in use.
+ *     drained block from its reserve, before it formats it; with the block
+ *     attached, before the era is ACTIVE; or after the era's ACTIVE store,
+ *     before `current` names it. The child finishes the open, the era's
+ *     close there leaves no block in use, and the next advance returns (the
+ *     last case hung it, `current` one behind the ring, before the repair
+ *     moved `current` up; found by review).
  *
  * In every case the child passes tslab_check, its epoch statistics agree
  * with the objects handed out, and memory still live is never handed out
@@ -535,11 +538,14 @@ static int readied_child(void) {
   tslab_epoch_t e = tslab_epoch_current(inst);
   if (tslab_epoch_status(inst, e) != TSLAB_OK) return 2;
   tslab_stats_global_t g;
-  if (tslab_stats_global(inst, &g) != TSLAB_OK || g.blocks_in_use != (hold_point == TSLAB_HOOK_OPEN_READIED))
+  if (tslab_stats_global(inst, &g) != TSLAB_OK || g.blocks_in_use != (hold_point != TSLAB_HOOK_RESERVE_TAKEN))
     return 3;
   if (tslab_epoch_close(inst, e) != TSLAB_OK) return 4;
   if (tslab_stats_global(inst, &g) != TSLAB_OK || g.blocks_in_use != 0) return 5;
-  return fork_child_consistent(inst) ? 0 : 6;
+  if (!fork_child_consistent(inst)) return 6;
+  tslab_epoch_t next = tslab_epoch_advance(inst);
+  if (next <= e || tslab_epoch_close(inst, next) != TSLAB_OK) return 7;
+  return fork_child_consistent(inst) ? 0 : 8;
 }
 
 static void test_open_readied(int point) {
@@ -577,6 +583,7 @@ int main(int argc, char** argv) {
   if (!which || which == 10) {
     test_open_readied(TSLAB_HOOK_RESERVE_TAKEN);
     test_open_readied(TSLAB_HOOK_OPEN_READIED);
+    test_open_readied(TSLAB_HOOK_OPEN_CURRENT);
   }
   TEST_DONE();
 }
