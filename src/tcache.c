@@ -1067,8 +1067,13 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
         }
       }
       /* A block readied at an advance (7.1) and never bumped holds
-       * nothing: it goes back with the reserve. */
-      if (sc->blk && sc->top == sc->base) slot_stop_block(sc);
+       * nothing: it goes back with the reserve, and its bytes to the era's
+       * budget. */
+      if (sc->blk && sc->top == sc->base) {
+        size_t bytes = tslab_run_bytes(sc->blk);
+        slot_stop_block(sc);
+        sc->budget = sc->budget + bytes < a->config.block_budget ? sc->budget + bytes : a->config.block_budget;
+      }
       for (tslab_run_t *b = sc->full, *next; b; b = next) {
         next = b->bin_next;
         tslab_slab_collect(a, b);

@@ -943,6 +943,16 @@ static void test_reserve_block_lengths(void) {
 
 /* ---- the opener's block: the advance readies its cache for the new era ---- */
 
+/* One object of `size` in an era of its own, freed, the era closed: its
+ * block drains into the calling thread's reserve. */
+static void drain_one_era(tslab_t* a, size_t size) {
+  tslab_epoch_t own = tslab_epoch_advance(a);
+  void* p = tslab_alloc(a, size, own);
+  REQUIRE(p != NULL);
+  CHECK(tslab_free(a, p));
+  CHECK_EQ_U(tslab_epoch_close(a, own), TSLAB_OK);
+}
+
 enum { SMALL_BLOCK = 16384 }; /* a small block: one granule (docs/ARCHITECTURE.md 3.4) */
 
 struct other_alloc {
@@ -1063,11 +1073,7 @@ static void test_open_for_others(void) {
   tslab_stats_global_t g0, g1;
   REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
   for (int r = 0; r < ROUNDS; r++) {
-    tslab_epoch_t own = tslab_epoch_advance(a);
-    void* p = tslab_alloc(a, 200, own);
-    REQUIRE(p != NULL);
-    CHECK(tslab_free(a, p));
-    CHECK_EQ_U(tslab_epoch_close(a, own), TSLAB_OK);
+    drain_one_era(a, 200);
     atomic_store(&w.era, tslab_epoch_advance(a));
     while (atomic_load(&w.era) != 0) sched_yield();
   }
@@ -1086,11 +1092,7 @@ static void test_open_for_others(void) {
  * review: it stayed attached to the abandoned cache until the era closed). */
 static void* open_and_exit(void* arg) {
   struct other_alloc* o = arg;
-  tslab_epoch_t own = tslab_epoch_advance(o->a);
-  void* p = tslab_alloc(o->a, 64, own);
-  REQUIRE(p != NULL);
-  CHECK(tslab_free(o->a, p));
-  CHECK_EQ_U(tslab_epoch_close(o->a, own), TSLAB_OK);
+  drain_one_era(o->a, 64);
   o->e = tslab_epoch_advance(o->a);
   return NULL;
 }
@@ -1117,6 +1119,38 @@ static void test_readied_block_at_exit(void) {
   tslab_destroy(a);
 }
 
+/* The unused readied block a flush gives back returns its bytes to the
+ * era's block budget: with a budget of one small block, the era's first
+ * object after the flush still goes into a block, not a class slab (found
+ * by review). */
+static void test_flush_refunds_budget(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.reserve_bytes = (size_t)1 << 32;
+  c.block_budget = SMALL_BLOCK;
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  drain_one_era(a, 64);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  tslab_stats_global_t g;
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  CHECK_EQ_U(g.blocks_in_use, 1);
+  tslab_thread_flush(a);
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  CHECK_EQ_U(g.blocks_in_use, 0);
+  void* p = tslab_alloc(a, 64, e);
+  REQUIRE(p != NULL);
+  tslab_stats_epoch_t es;
+  REQUIRE(tslab_stats_epoch(a, e, &es) == TSLAB_OK);
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  CHECK_EQ_U(g.blocks_in_use, 1);
+  CHECK_EQ_U(es.slabs, 0);
+  CHECK(tslab_free(a, p));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   page = (size_t)sysconf(_SC_PAGESIZE);
   test_idle_thread_close();
@@ -1137,6 +1171,7 @@ int main(void) {
   test_open_readies_block();
   test_open_for_others();
   test_readied_block_at_exit();
+  test_flush_refunds_budget();
   test_reserve_block_lengths();
   TEST_DONE();
 }

@@ -255,8 +255,9 @@ static void bump_reset(uint64_t e) {
   b->budget = e == 1 ? 0 : m.cfg.block_budget;
 }
 
-/* The era tslab_epoch_advance opens, per the advance policy. */
-static void model_advance(void) {
+/* The era tslab_epoch_advance will open, per the advance policy (its slot
+ * still open: the advance closes that era first, by force). */
+static uint64_t model_next_era(void) {
   uint64_t e = m.cur + 1;
   if (m.skip_open)
     for (uint32_t i = 0; i < m.ring; i++)
@@ -264,6 +265,12 @@ static void model_advance(void) {
         e += i;
         break;
       }
+  return e;
+}
+
+/* The era tslab_epoch_advance opens. */
+static void model_advance(void) {
+  uint64_t e = model_next_era();
   m.cur = e;
   m.slot_era[e % m.ring] = e;
   m.slot_closed[e % m.ring] = false;
@@ -391,6 +398,59 @@ static uint64_t blocks_taken_now(uint64_t* reused) {
   tslab_stats_global(m.a, &g);
   if (reused) *reused = g.blocks_reused_total;
   return g.blocks_created_total + g.blocks_reused_total;
+}
+
+/* What the advance about to run does to this thread's cache
+ * (docs/ARCHITECTURE.md 7.1): READY_YES, it readies it with a block (the
+ * thread has a cache with a drained block in its reserve, the new era has
+ * block budget, and the cache readies with a block: not `ready_off`, or this
+ * readying is the probe that clears it); READY_MAYBE when the advance first
+ * closes an open era by force, whose drained block may fill the reserve. */
+enum { READY_NO, READY_YES, READY_MAYBE };
+static int ready_expected(void) {
+  tslab_tcache_t* tc = tslab_tcache_find(m.a);
+  if (!tc || m.cfg.block_budget < BLOCK_SMALL) return READY_NO;
+  if (atomic_load(&tc->ready_off) && (tc->ready_probe + 1) % TSLAB_READY_PROBE != 0) return READY_NO;
+  if (slot_open(model_next_era())) return READY_MAYBE;
+  return atomic_load(&tc->hot) || atomic_load(&tc->spares) ? READY_YES : READY_NO;
+}
+
+/* The advance that opened e readied this thread's cache with a reserve
+ * block as `expected` (ready_expected before it) says: the era's bump state
+ * starts at that block's start. A reserve block that had to go back to the
+ * heap for want of metadata (section 4) readies none. */
+static void model_readied(uint64_t e, int expected) {
+  uint64_t reused, taken = blocks_taken_now(&reused);
+  if (taken == m.blocks_taken) return;
+  tslab_tcache_t* tc = tslab_tcache_find(m.a);
+  tslab_slot_cache_t* sc = tc ? &tc->slots[e % m.ring] : NULL;
+  if (expected == READY_NO || taken != m.blocks_taken + 1 || reused != m.blocks_reused + 1 || !sc || !sc->blk ||
+      sc->top != sc->base)
+    FAIL("advance to era %llu took %llu blocks (%llu from a reserve), the model expected %s",
+         (unsigned long long)e, (unsigned long long)(taken - m.blocks_taken),
+         (unsigned long long)(reused - m.blocks_reused), expected == READY_NO ? "none" : "one readied");
+  bump_t* b = &m.bump[e % m.ring];
+  size_t bytes = tslab_run_bytes(sc->blk);
+  uintptr_t q = (uintptr_t)sc->base;
+  if (q % GRANULE || (bytes != BLOCK_SMALL && bytes != BLOCK_LARGE))
+    FAIL("advance to era %llu readied a block of %zu bytes at %p", (unsigned long long)e, bytes, (void*)q);
+  b->budget = b->budget > bytes ? b->budget - bytes : 0;
+  b->base = b->top = q;
+  b->end = q + bytes;
+  m.blocks_taken++;
+  m.blocks_reused = reused;
+}
+
+/* tslab_thread_flush (or an exit): a readied block of an open era that was
+ * never bumped goes back to the reserve, its bytes to the era's budget. */
+static void model_flushed(void) {
+  for (uint32_t i = 0; i < m.ring; i++) {
+    bump_t* b = &m.bump[i];
+    if (!m.slot_era[i] || m.slot_closed[i] || !b->top || b->top != b->base) continue;
+    b->budget += b->end - b->base;
+    if (b->budget > m.cfg.block_budget) b->budget = m.cfg.block_budget;
+    b->base = b->top = b->end = 0;
+  }
 }
 
 /* The allocation planned by pl succeeded with p: check where it went and
@@ -888,10 +948,12 @@ static void op_epochs(input_t* in) {
   uint8_t s = u8(in);
   switch (s % 5) {
     case 0: {
+      int ready = ready_expected();
       tslab_epoch_t e = tslab_epoch_advance(m.a);
       model_advance();
       if (e != m.cur) FAIL("advance opened %llu, expected %llu", (unsigned long long)e,
                            (unsigned long long)m.cur);
+      model_readied(e, ready);
       break;
     }
     case 1: {
@@ -909,7 +971,10 @@ static void op_epochs(input_t* in) {
       break;
     }
     case 3: check_epoch_stats(pick_era(in)); break;
-    default: tslab_thread_flush(m.a); break;
+    default:
+      tslab_thread_flush(m.a);
+      model_flushed();
+      break;
   }
   if (tslab_epoch_current(m.a) != m.cur) FAIL("current era diverged");
 }
@@ -992,7 +1057,10 @@ static void op_maintain(input_t* in) {
       }
       break;
     }
-    case 2: tslab_thread_flush(m.a); break;
+    case 2:
+      tslab_thread_flush(m.a);
+      model_flushed();
+      break;
     default: {
       static tslab_stats_epoch_t all[256];
       size_t n = tslab_stats_epochs(m.a, all, 256);
@@ -1042,12 +1110,14 @@ static void op_domains(input_t* in) {
       if (m.ndoms == MAX_DOMAINS) return;
       bool create = s % 7 == 0;
       uint64_t e = create ? 0 : pick_era(in);
+      int ready = create ? ready_expected() : READY_NO;
       tslab_domain_t* nd = create ? tslab_domain_create(m.a, (s & 0x80) ? "fuzz" : NULL)
                                   : tslab_domain_wrap(m.a, e);
       int want = TSLAB_OK;
       if (create) {
         model_advance();
         e = m.cur;
+        model_readied(e, ready);
       } else {
         want = epoch_status(e);
       }
