@@ -1024,11 +1024,13 @@ TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t
 TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t era, size_t size, size_t align,
                                        int* status);
 TSLAB_INTERNAL int tslab_tcache_claim(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
+/* A cache whose readied blocks go to the heap (`ready_off`) readies one era
+ * in this many with a block all the same, and with it clears the flag. */
+#define TSLAB_READY_PROBE 64
 /* The opener of era, its registered user, before the era is ACTIVE (7.1):
  * the cache's slot counts for the era, and a drained block of its reserve,
  * if it has one, is the slot's bumping block already, so the era's first
  * allocation takes the fast path. */
-#define TSLAB_READY_PROBE 64
 TSLAB_INTERNAL void tslab_tcache_ready_era(tslab_t* a, tslab_tcache_t* tc, uint64_t era);
 /* The bin's allocations and frees for its era, read consistently from any
  * thread (section 9). */
