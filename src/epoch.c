@@ -263,7 +263,7 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
     /* A block its creator readied for the era (7.1) and nobody bumped goes
      * to the heap when another thread closes the era: the creator stops
      * readying with a block. */
-    if (creator && creator != me && b->bumped == 0)
+    if (creator != me && b->bumped == 0)
       atomic_store_explicit(&creator->ready_off, true, memory_order_relaxed);
     b->heap_next = empty;
     empty = b;

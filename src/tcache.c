@@ -545,6 +545,16 @@ static void slot_attach_block(tslab_slot_cache_t* sc, tslab_run_t* b) {
   write_end(&sc->seq);
 }
 
+/* Owner: slot_attach_block undone for a block nothing was bumped from (one
+ * readied at an advance, 7.1): it stops, holding nothing, so the walk of
+ * the slot's stopped blocks gives it back with the reserve, and its bytes
+ * go back to the era's budget. */
+static void slot_detach_unbumped(tslab_t* a, tslab_slot_cache_t* sc) {
+  size_t bytes = tslab_run_bytes(sc->blk);
+  slot_stop_block(sc);
+  sc->budget = sc->budget + bytes < a->config.block_budget ? sc->budget + bytes : a->config.block_budget;
+}
+
 /* In a busy window, as the refill it stands for: a fork waits for it to
  * end, or repairs what it left half-done (7.6). */
 TSLAB_INTERNAL void tslab_tcache_ready_era(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
@@ -1066,14 +1076,7 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
           }
         }
       }
-      /* A block readied at an advance (7.1) and never bumped holds
-       * nothing: it goes back with the reserve, and its bytes to the era's
-       * budget. */
-      if (sc->blk && sc->top == sc->base) {
-        size_t bytes = tslab_run_bytes(sc->blk);
-        slot_stop_block(sc);
-        sc->budget = sc->budget + bytes < a->config.block_budget ? sc->budget + bytes : a->config.block_budget;
-      }
+      if (sc->blk && sc->top == sc->base) slot_detach_unbumped(a, sc);
       for (tslab_run_t *b = sc->full, *next; b; b = next) {
         next = b->bin_next;
         tslab_slab_collect(a, b);

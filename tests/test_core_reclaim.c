@@ -943,6 +943,13 @@ static void test_reserve_block_lengths(void) {
 
 /* ---- the opener's block: the advance readies its cache for the new era ---- */
 
+/* The instance's global statistics now. */
+static tslab_stats_global_t global_stats(tslab_t* a) {
+  tslab_stats_global_t g;
+  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  return g;
+}
+
 /* One object of `size` in an era of its own, freed, the era closed: its
  * block drains into the calling thread's reserve. */
 static void drain_one_era(tslab_t* a, size_t size) {
@@ -1103,11 +1110,9 @@ static void test_readied_block_at_exit(void) {
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, open_and_exit, &o) == 0);
   REQUIRE(pthread_join(t, NULL) == 0);
-  tslab_stats_global_t g;
-  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
-  CHECK_EQ_U(g.blocks_in_use, 0);
+  CHECK_EQ_U(global_stats(a).blocks_in_use, 0);
   tslab_reserve_release(a);
-  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
+  tslab_stats_global_t g = global_stats(a);
   CHECK_EQ_U(g.reserve_bytes, 0);
   CHECK_EQ_U(g.resident_estimate_bytes, 0);
   CHECK_EQ_U(tslab_epoch_status(a, o.e), TSLAB_OK);
@@ -1132,18 +1137,14 @@ static void test_flush_refunds_budget(void) {
   REQUIRE(a != NULL);
   drain_one_era(a, 64);
   tslab_epoch_t e = tslab_epoch_advance(a);
-  tslab_stats_global_t g;
-  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
-  CHECK_EQ_U(g.blocks_in_use, 1);
+  CHECK_EQ_U(global_stats(a).blocks_in_use, 1);
   tslab_thread_flush(a);
-  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
-  CHECK_EQ_U(g.blocks_in_use, 0);
+  CHECK_EQ_U(global_stats(a).blocks_in_use, 0);
   void* p = tslab_alloc(a, 64, e);
   REQUIRE(p != NULL);
   tslab_stats_epoch_t es;
   REQUIRE(tslab_stats_epoch(a, e, &es) == TSLAB_OK);
-  REQUIRE(tslab_stats_global(a, &g) == TSLAB_OK);
-  CHECK_EQ_U(g.blocks_in_use, 1);
+  CHECK_EQ_U(global_stats(a).blocks_in_use, 1);
   CHECK_EQ_U(es.slabs, 0);
   CHECK(tslab_free(a, p));
   CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
