@@ -19,7 +19,9 @@ allocator with the medians over repeats:
     {"program", "allocator", "seconds", "peak_rss_bytes", "ok"}
 
 Peak RSS is the program's maximum resident set (for redis, the server's),
-from wait4. A second file, <out>-checks.json, records the evidence that each
+from wait4; the time is the program's wall time from the launcher that
+reaps it (bench/real/peak_rss.c), except for redis, whose time is its
+benchmark client's. A second file, <out>-checks.json, records the evidence that each
 allocator really served the program (for redis, which links jemalloc
 itself: jemalloc's own count of its allocated bytes, the server's count of
 what it allocated, the preloaded library mapped in the server).
@@ -127,7 +129,8 @@ class Measured:
                                      env=env, **popen)
 
     def finish(self, timeout):
-        """(exit code, or -1 when it had to be killed; peak RSS bytes)."""
+        """(exit code, or -1 when it had to be killed; peak RSS bytes; wall
+        seconds from the launcher's clock, NaN when it left none)."""
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -136,24 +139,23 @@ class Measured:
             code = -1
         try:
             with open(self.rss_file) as f:
-                rss = int(f.read().strip() or 0)
+                rss, seconds = f.read().split()
+            rss, seconds = int(rss), float(seconds)
         except (OSError, ValueError):
-            rss = 0
+            rss, seconds = 0, float("nan")
         os.unlink(self.rss_file)
-        return code, rss
+        return code, rss, seconds
 
 
 def run_measured(ctx, cmd, env, timeout, stdin=None):
     """(seconds, peak RSS bytes, exit status, output) of one run."""
-    t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         m = Measured(ctx, cmd, env, stdout=out, stderr=subprocess.STDOUT, cwd=ctx["scratch"],
                      stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
         if stdin:
             m.proc.stdin.write(stdin.encode())
             m.proc.stdin.close()
-        code, rss = m.finish(timeout)
-        seconds = time.perf_counter() - t0
+        code, rss, seconds = m.finish(timeout)
         out.seek(0)
         text = out.read().decode(errors="replace")
     return seconds, rss, code, text
@@ -279,7 +281,7 @@ def redis_run(ctx, allocator):
         redis_cli(port, "shutdown", "nosave")
     except subprocess.TimeoutExpired:
         pass
-    code, rss = server.finish(30)
+    code, rss, _ = server.finish(30)
     ok = ok and code == 0
     logf.seek(0)
     tail = logf.read().decode(errors="replace")
