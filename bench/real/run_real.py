@@ -316,7 +316,7 @@ def programs(quick):
         "sqlite3": sqlite_run,
         "cxx-containers": simple(lambda c: [b(c, "cxx_containers"), "4" if q else "30"],
                                  r"checksum \d+"),
-        "larson": simple(lambda c: [b(c, "larson"), "2", "10" if q else "40", "10", "5000", "8", "1000"],
+        "larson": simple(lambda c: [b(c, "larson"), "2", "10" if q else "160", "10", "5000", "8", "1000"],
                          r"larson: .*: ok"),
         "cache-scratch-1": simple(lambda c: [b(c, "cache_scratch"), "1", "1000", "8", "20000" if q else "200000"],
                                   r"cache-scratch: .*: ok"),
