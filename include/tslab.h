@@ -444,8 +444,9 @@ typedef struct {
   uint64_t cached_slabs;           /* slabs owned by this thread's cache */
 } tslab_stats_thread_t;
 
-/* Slow-path sampling: one in N slow-path calls is timed (wall and thread CPU
- * time; wait = wall - cpu, the time the thread was not running). */
+/* Slow-path sampling: one in N of each thread's slow-path calls is timed
+ * (wall and thread CPU time; wait = wall - cpu, the time the thread was not
+ * running). */
 typedef struct {
   uint32_t one_in;                 /* 0 = off */
   uint64_t samples;

@@ -477,6 +477,10 @@ struct tslab_tcache {
    * only), which clears it. */
   _Atomic bool ready_off;
   uint32_t ready_probe;
+  /* Slow-path sampling: this thread's slow-path calls, owner only (an
+   * instance-wide tick would be a locked instruction on one line for every
+   * thread's every refill while sampling is on). */
+  uint32_t sample_tick;
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */
   bool forked_busy;
@@ -660,17 +664,18 @@ struct tslab {
   _Atomic uint64_t resident_bytes;    /* runs handed out, in a reserve or dirty, not released */
   _Atomic uint64_t meta_bytes;
 
-  /* Slow-path sampling. */
+  /* Slow-path sampling: the sampled calls' sums (the ticks are the caches'). */
   _Atomic uint32_t sample_one_in;
-  _Atomic uint64_t sample_tick, samples, sample_wall, sample_cpu, sample_wall_max;
+  _Atomic uint64_t samples, sample_wall, sample_cpu, sample_wall_max;
 
   void* http;                         /* owned by src/http.c */
 
   /* Per entry of tslab_class_index: the index in a cache's bins of the bin
    * of that class in ring slot 0 (tslab_bin_at; the bin of slot s is at
    * this index ^ s). Written by tslab_create; the allocation fast path's
-   * one load for its bin. */
-  uint16_t bin_of_size[TSLAB_CLASS_INDEX_ENTRIES];
+   * one load for its bin. On lines of its own: the sampled calls' sums
+   * above are written by any thread's slow path. */
+  uint16_t bin_of_size[TSLAB_CLASS_INDEX_ENTRIES] __attribute__((aligned(64)));
 };
 _Static_assert(offsetof(struct tslab, ring) + sizeof(void*) <= 64, "the fast paths' fields share one line");
 
@@ -1331,7 +1336,7 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
 TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t era);
 
 /* stats.c: slow-path sampling */
-TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, uint64_t* wall, uint64_t* cpu);
+TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t* wall, uint64_t* cpu);
 TSLAB_INTERNAL void tslab_sample_end(tslab_t* a, uint64_t wall, uint64_t cpu);
 
 /* Test hooks (src/fault.h): points where a test may pause a thread. */

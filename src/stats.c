@@ -450,10 +450,10 @@ TSLAB_API int tslab_sampling_set(tslab_t* a, uint32_t one_in) {
   return TSLAB_OK;
 }
 
-TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, uint64_t* wall, uint64_t* cpu) {
+TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t* wall, uint64_t* cpu) {
   uint32_t n = atomic_load_explicit(&a->sample_one_in, memory_order_relaxed);
   if (n == 0) return false;
-  if (atomic_fetch_add_explicit(&a->sample_tick, 1, memory_order_relaxed) % n != 0) return false;
+  if (tc->sample_tick++ % n != 0) return false;
   *wall = tslab_now_ns();
   *cpu = tslab_os_thread_cpu_ns();
   return true;

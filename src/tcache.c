@@ -599,7 +599,7 @@ TSLAB_INTERNAL void* tslab_bump_refill(tslab_t* a, tslab_tcache_t* tc, uint64_t 
   if (p) return p;
   if (!tslab_slot_block_room(sc, size)) return NULL;
   uint64_t wall = 0, cpu = 0;
-  bool sampled = tslab_sample_begin(a, &wall, &cpu);
+  bool sampled = tslab_sample_begin(a, tc, &wall, &cpu);
   tslab_bump(&sc->bslow, 1);
   tslab_run_t* stopped = sc->blk;
   slot_stop_block(sc);
@@ -766,7 +766,7 @@ static bool switch_current(tslab_bin_t* bin, tslab_run_t* s, tslab_run_t** from)
  * a new slab. */
 TSLAB_INTERNAL bool tslab_bin_refill(tslab_t* a, tslab_tcache_t* tc, tslab_bin_t* bin, uint64_t era) {
   uint64_t wall = 0, cpu = 0;
-  bool sampled = tslab_sample_begin(a, &wall, &cpu);
+  bool sampled = tslab_sample_begin(a, tc, &wall, &cpu);
   bool ok = true;
   /* F1: a refill comes only when the hot slot, the stack and the mask are
    * all empty, so no word it sets aside holds a stacked slot. */

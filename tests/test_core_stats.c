@@ -268,7 +268,35 @@ static void check_parked_slabs(void) {
   tslab_destroy(a);
 }
 
+/* Sampling counts each thread's slow paths apart: with one in a million,
+ * the first slow path of every thread is timed (each thread's count starts
+ * at zero), so two threads' first allocations give two samples. */
+static void* sample_first(void* arg) {
+  tslab_epoch_t* e = arg;
+  CHECK(tslab_free(a, tslab_alloc(a, 3000, *e)));
+  return NULL;
+}
+
+static void check_sampling_per_thread(void) {
+  a = tslab_create(NULL);
+  REQUIRE(a != NULL);
+  CHECK_EQ_U(tslab_sampling_set(a, 1000000), TSLAB_OK);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  tslab_stats_sampling_t sm;
+  CHECK(tslab_free(a, tslab_alloc(a, 3000, e)));
+  tslab_stats_sampling(a, &sm);
+  CHECK_EQ_U(sm.samples, 1);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, sample_first, &e) == 0);
+  pthread_join(t, NULL);
+  tslab_stats_sampling(a, &sm);
+  CHECK_EQ_U(sm.samples, 2);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_destroy(a);
+}
+
 int main(void) {
+  check_sampling_per_thread();
   check_block_counts();
   check_parked_slabs();
   /* The class-by-class checks below use class slabs only (no blocks). */
