@@ -125,12 +125,14 @@ class Measured:
     def __init__(self, ctx, cmd, env, **popen):
         fd, self.rss_file = tempfile.mkstemp(prefix="rss-", dir=ctx["scratch"])
         os.close(fd)
+        self.t0 = time.perf_counter()
         self.proc = subprocess.Popen([os.path.join(ctx["bindir"], "peak_rss"), self.rss_file] + cmd,
                                      env=env, **popen)
 
     def finish(self, timeout):
         """(exit code, or -1 when it had to be killed; peak RSS bytes; wall
-        seconds from the launcher's clock, NaN when it left none)."""
+        seconds from the launcher's clock, or from the driver's when the
+        launcher left none, killed at the timeout)."""
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -142,7 +144,7 @@ class Measured:
                 rss, seconds = f.read().split()
             rss, seconds = int(rss), float(seconds)
         except (OSError, ValueError):
-            rss, seconds = 0, float("nan")
+            rss, seconds = 0, time.perf_counter() - self.t0
         os.unlink(self.rss_file)
         return code, rss, seconds
 
