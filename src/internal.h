@@ -1336,8 +1336,19 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
 TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t era);
 
 /* stats.c: slow-path sampling */
-TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t* wall, uint64_t* cpu);
+TSLAB_INTERNAL void tslab_sample_clocks(uint64_t* wall, uint64_t* cpu);
 TSLAB_INTERNAL void tslab_sample_end(tslab_t* a, uint64_t wall, uint64_t cpu);
+
+/* Whether this slow-path call of the cache's owner is one the sampling
+ * times (one in `sample_one_in` of each thread's), reading the clocks if
+ * so. Inline: with sampling off (the default) a refill pays a load and a
+ * branch, not a call. */
+static inline bool tslab_sample_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t* wall, uint64_t* cpu) {
+  uint32_t n = atomic_load_explicit(&a->sample_one_in, memory_order_relaxed);
+  if (likely(n == 0) || tc->sample_tick++ % n != 0) return false;
+  tslab_sample_clocks(wall, cpu);
+  return true;
+}
 
 /* Test hooks (src/fault.h): points where a test may pause a thread. */
 TSLAB_INTERNAL extern void (*_Atomic tslab_hook)(int point);

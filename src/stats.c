@@ -450,13 +450,9 @@ TSLAB_API int tslab_sampling_set(tslab_t* a, uint32_t one_in) {
   return TSLAB_OK;
 }
 
-TSLAB_INTERNAL bool tslab_sample_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t* wall, uint64_t* cpu) {
-  uint32_t n = atomic_load_explicit(&a->sample_one_in, memory_order_relaxed);
-  if (n == 0) return false;
-  if (tc->sample_tick++ % n != 0) return false;
+TSLAB_INTERNAL void tslab_sample_clocks(uint64_t* wall, uint64_t* cpu) {
   *wall = tslab_now_ns();
   *cpu = tslab_os_thread_cpu_ns();
-  return true;
 }
 
 TSLAB_INTERNAL void tslab_sample_end(tslab_t* a, uint64_t wall, uint64_t cpu) {
