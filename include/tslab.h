@@ -446,7 +446,7 @@ typedef struct {
 
 /* Slow-path sampling: one in N of each thread's slow-path calls is timed
  * (wall and thread CPU time; wait = wall - cpu, the time the thread was not
- * running). */
+ * running), starting at a phase of its own in each thread. */
 typedef struct {
   uint32_t one_in;                 /* 0 = off */
   uint64_t samples;

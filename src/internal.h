@@ -479,7 +479,10 @@ struct tslab_tcache {
   uint32_t ready_probe;
   /* Slow-path sampling: this thread's slow-path calls, owner only (an
    * instance-wide tick would be a locked instruction on one line for every
-   * thread's every refill while sampling is on). */
+   * thread's every refill while sampling is on). It starts at a phase drawn
+   * from the thread's id when a thread takes the cache (registry mutex):
+   * from zero, every thread's first slow path would be timed, and a program
+   * of short-lived threads would sample mostly first refills. */
   uint32_t sample_tick;
   /* fork child only: the cache's thread was inside a window at the fork, so
    * its runs' `used` counts are recomputed from their bitmaps (7.6). */

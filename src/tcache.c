@@ -985,7 +985,9 @@ static tslab_tcache_t* tcache_acquire(tslab_t* a) {
     }
   }
   if (tc) {
-    atomic_store_explicit(&tc->tid, tslab_thread_id(), memory_order_relaxed);
+    uintptr_t tid = tslab_thread_id();
+    atomic_store_explicit(&tc->tid, tid, memory_order_relaxed);
+    tc->sample_tick = (uint32_t)(((uint64_t)tid * 0x9e3779b97f4a7c15ull) >> 32);
     atomic_fetch_add_explicit(&a->nattached, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&a->reg_mu);

@@ -268,35 +268,51 @@ static void check_parked_slabs(void) {
   tslab_destroy(a);
 }
 
-/* Sampling counts each thread's slow paths apart: with one in a million,
- * the first slow path of every thread is timed (each thread's count starts
- * at zero), so two threads' first allocations give two samples. */
-static void* sample_first(void* arg) {
-  tslab_epoch_t* e = arg;
-  CHECK(tslab_free(a, tslab_alloc(a, 3000, *e)));
+/* Sampling: one in n of each thread's slow-path calls is timed, from a
+ * phase of the thread's own. The same allocations on a fresh instance and
+ * a fresh thread take the same slow paths: all of them timed with n = 1,
+ * a quarter (rounded either way) with n = 4. With n far above any thread's
+ * count, threads that each take a few slow paths are almost never timed:
+ * a count that started at zero in every thread timed every thread's first
+ * slow path, so a program of short-lived threads sampled mostly first
+ * refills. */
+enum { SAMPLE_OBJS = 1200, SAMPLE_THREADS = 16 };
+
+static void* sample_work(void* arg) {
+  (void)arg;
+  static void* objs[SAMPLE_OBJS];
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  for (int i = 0; i < SAMPLE_OBJS; i++) CHECK((objs[i] = tslab_alloc(a, 3000, e)) != NULL);
+  for (int i = 0; i < SAMPLE_OBJS; i++) CHECK(tslab_free(a, objs[i]));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
   return NULL;
 }
 
-static void check_sampling_per_thread(void) {
+static uint64_t sampled_run(uint32_t one_in, int threads) {
   a = tslab_create(NULL);
   REQUIRE(a != NULL);
-  CHECK_EQ_U(tslab_sampling_set(a, 1000000), TSLAB_OK);
-  tslab_epoch_t e = tslab_epoch_advance(a);
+  CHECK_EQ_U(tslab_sampling_set(a, one_in), TSLAB_OK);
+  for (int i = 0; i < threads; i++) {
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, sample_work, NULL) == 0);
+    pthread_join(t, NULL);
+  }
   tslab_stats_sampling_t sm;
-  CHECK(tslab_free(a, tslab_alloc(a, 3000, e)));
-  tslab_stats_sampling(a, &sm);
-  CHECK_EQ_U(sm.samples, 1);
-  pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, sample_first, &e) == 0);
-  pthread_join(t, NULL);
-  tslab_stats_sampling(a, &sm);
-  CHECK_EQ_U(sm.samples, 2);
-  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  CHECK_EQ_U(tslab_stats_sampling(a, &sm), TSLAB_OK);
   tslab_destroy(a);
+  return sm.samples;
+}
+
+static void check_sampling(void) {
+  uint64_t all = sampled_run(1, 1);
+  CHECK(all >= 40);
+  uint64_t quarter = sampled_run(4, 1);
+  CHECK(quarter == all / 4 || quarter == (all + 3) / 4);
+  CHECK(sampled_run(1u << 30, SAMPLE_THREADS) <= 1);
 }
 
 int main(void) {
-  check_sampling_per_thread();
+  check_sampling();
   check_block_counts();
   check_parked_slabs();
   /* The class-by-class checks below use class slabs only (no blocks). */

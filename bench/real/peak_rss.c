@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
     execvp(argv[2], argv + 2);
     _exit(127);
   }
-  /* Forward a termination request to the program (the driver stops servers). */
+  /* A termination request to the process group (the launcher leads one:
+   * the driver starts it in a session of its own) stops the program while
+   * the launcher stays to report it. */
   signal(SIGTERM, SIG_IGN);
   int status;
   struct rusage ru;

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -126,8 +127,11 @@ class Measured:
         fd, self.rss_file = tempfile.mkstemp(prefix="rss-", dir=ctx["scratch"])
         os.close(fd)
         self.t0 = time.perf_counter()
+        # A session of its own: a timeout kills the launcher and the program
+        # together, not the launcher alone (the program would keep running,
+        # and take CPU from the runs timed after it).
         self.proc = subprocess.Popen([os.path.join(ctx["bindir"], "peak_rss"), self.rss_file] + cmd,
-                                     env=env, **popen)
+                                     env=env, start_new_session=True, **popen)
 
     def finish(self, timeout):
         """(exit code, or -1 when it had to be killed; peak RSS bytes; wall
@@ -136,7 +140,7 @@ class Measured:
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             code = -1
         try:
