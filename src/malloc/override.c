@@ -26,24 +26,27 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-static inline void* alloc_fast(size_t size) {
-  tslab_epoch_t e = dropin_tls.epoch;
-  if (dropin_likely(e != 0)) {
-    void* p = tslab_alloc(dropin_heap(), size, e);
-    if (dropin_likely(p != NULL)) return p;
-  }
-  return dropin_alloc_slow(size, 0, false);
+/* Alignments up to 8 are what every block has: the plain allocation. */
+static inline size_t alignment_asked(size_t alignment) {
+  return alignment > sizeof(void*) ? alignment : 0;
 }
 
-/* Alignments up to 8 are what every block has; larger ones ask the core. */
-static inline void* alloc_aligned(size_t alignment, size_t size) {
-  if (alignment <= sizeof(void*)) return alloc_fast(size);
+/* The core's call in the thread's epoch; NULL when the thread has none yet
+ * (or is guarded) or the core's call failed: the caller's slow path then. */
+static inline void* alloc_core(size_t size, size_t alignment) {
   tslab_epoch_t e = dropin_tls.epoch;
-  if (dropin_likely(e != 0)) {
-    void* p = tslab_aligned_alloc(dropin_heap(), alignment, size, e);
-    if (dropin_likely(p != NULL)) return p;
-  }
-  return dropin_alloc_slow(size, alignment, false);
+  if (dropin_unlikely(e == 0)) return NULL;
+  return alignment ? tslab_aligned_alloc(dropin_heap(), alignment, size, e) : tslab_alloc(dropin_heap(), size, e);
+}
+
+static inline void* alloc_aligned(size_t alignment, size_t size) {
+  alignment = alignment_asked(alignment);
+  void* p = alloc_core(size, alignment);
+  return dropin_likely(p != NULL) ? p : dropin_alloc_slow(size, alignment, false);
+}
+
+static inline void* alloc_fast(size_t size) {
+  return alloc_aligned(0, size);
 }
 
 static inline void free_fast(void* p) {
@@ -238,9 +241,19 @@ static void* new_failed(size_t size, size_t alignment, bool nothrow) {
   }
 }
 
-static inline void* new_fast(size_t size, size_t alignment, bool nothrow) {
-  void* p = alignment ? alloc_aligned(alignment, size) : alloc_fast(size);
+/* Everything of operator new past the core's fast path: the drop-in's slow
+ * path, then the new-handler loop. One call out of line, so that the fast
+ * path keeps only the size across the core's call (with both steps inline it
+ * saved two registers and a frame on every call). */
+static __attribute__((noinline)) void* new_slow(size_t size, size_t alignment, bool nothrow) {
+  void* p = dropin_alloc_slow(size, alignment, false);
   return dropin_likely(p != NULL) ? p : new_failed(size, alignment, nothrow);
+}
+
+static inline void* new_fast(size_t size, size_t alignment, bool nothrow) {
+  alignment = alignment_asked(alignment);
+  void* p = alloc_core(size, alignment);
+  return dropin_likely(p != NULL) ? p : new_slow(size, alignment, nothrow);
 }
 
 #define NOTHROW_T const void*   /* const std::nothrow_t& */
