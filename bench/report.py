@@ -33,6 +33,7 @@ LABEL = {
     "mimalloc": "mimalloc", "mimalloc-heap": "mimalloc, heap per phase",
     "mimalloc-heap-freeall": "mimalloc, heap per phase, destroy frees all",
     "tcmalloc": "tcmalloc",
+    "bound": "bound: a bump arena per phase, no work per object",
 }
 ORDER = list(LABEL)
 BURST_DELAYS = ["0", "10", "100", "1000"]
@@ -446,6 +447,12 @@ def summary(res, threads, real):
 
     rps = lambda r: r["req_per_s"]  # noqa: E731
     p99 = lambda r: r["request_latency_ns"]["p99"]  # noqa: E731
+
+    def bound_ref(case, best):
+        """The bound's requests/s and its ratio to `best`: what no allocator's phase path can beat."""
+        x, q = med(case, "bound", rps), ratio(med(case, "bound", rps), best)
+        return "" if x is None or q is None else f"; bound (bump arena) {fmt(x)} req/s, {q:.2f}x"
+
     for p in PATTERNS:
         case = f"server_{p}"
         b, bv = best_of(res, case, rps, lower=False, which=is_plain_peer)
@@ -458,7 +465,8 @@ def summary(res, threads, real):
             q = ratio(t, b)
             rows[key] = ("n/a" if t is None else f"{fmt(t)} req/s" + ("" if q is None else f" ({q:.2f}x)")
                          + f", p99 {tp / 1e3:.1f} us",
-                         ref, verdict(None if q is None else q >= need and (not p99_too or tp <= lp)))
+                         ref + bound_ref(case, b),
+                         verdict(None if q is None else q >= need and (not p99_too or tp <= lp)))
 
     req = lambda key, fn: med("close_cost", "tslab", lambda r: fn(r[key]))  # noqa: E731
     t, calls = req("request_close", median_close), req("request_close", calls_per_close)
@@ -488,7 +496,7 @@ def summary(res, threads, real):
     b, bv = best_of(res, "lifemix", rps, lower=False)
     q = ratio(t, b)
     rows["lifemix_speed"] = ("n/a" if t is None else f"{fmt(t)} req/s" + ("" if q is None else f" ({q:.2f}x)"),
-                             "n/a" if b is None else f"best peer {LABEL[bv]} {fmt(b)} req/s",
+                             "n/a" if b is None else f"best peer {LABEL[bv]} {fmt(b)} req/s" + bound_ref("lifemix", b),
                              verdict(None if q is None else q >= 1.0))
     peak_fn = lambda r: r["rss_peak"]  # noqa: E731
     flat_fn = lambda r: r["rss_final"] / r["rss_at_10pct"]  # noqa: E731
@@ -789,7 +797,9 @@ def write_report(res, outdir, real, real_problem):
             "(mimalloc) or arena (jemalloc) per phase, with per-object frees or freed whole by the heap's "
             "destroy or the arena's reset. Ratios are against the best PLAIN peer (malloc/free of the same "
             "objects), as the targets are. Request latency covers its allocations, writes, reads, frees and the "
-            "phase end it triggers. For tslab: release (madvise) calls per request and forced closes.")
+            "phase end it triggers. For tslab: release (madvise) calls per request and forced closes. The bound "
+            "(bench/be_bound.c) is no allocator: each phase bumps through an arena it gives back whole, with no "
+            "work per object; it shows what the workload itself costs, and so how far any allocator could go.")
     for p in PATTERNS:
         out += [f"**pattern {p}**", ""]
         metric_table(res, f"server_{p}", [
@@ -805,7 +815,7 @@ def write_report(res, outdir, real, real_problem):
     section(out, "lifemix", "The drainability experiment of seeds/000: each request allocates 64 "
             "short-lived 128 B objects in its own epoch; one request in 8 also keeps one object alive "
             "for the next 10% of the run. tslab routes it to a long-lived epoch (aligned) or into the "
-            "request's epoch (mixed).")
+            "request's epoch (mixed). The bound is the one of section 6.")
     metric_table(res, "lifemix", [
         ("requests/s", lambda r: r["req_per_s"], False, 1),
         ("peak RSS MiB", lambda r: r["rss_peak"], True, MIB),

@@ -18,7 +18,8 @@ import time
 from report_layout import PATTERNS, UNTOUCHED
 
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
-ALLOCATORS = ["tslab"] + PEERS
+# "bound" is the phase workloads' reference (bench/be_bound.c), not a peer.
+ALLOCATORS = ["tslab"] + PEERS + ["bound"]
 
 # Variant id -> (binary suffix, extra arguments). The part before the first
 # "-" names the allocator. tslab runs with the library's defaults.
@@ -36,6 +37,9 @@ VARIANTS = {
     "mimalloc-heap": ("mimalloc", ["mode=heap"]),
     "mimalloc-heap-freeall": ("mimalloc", ["mode=heap", "free=all"]),
     "tcmalloc": ("tcmalloc", []),
+    # The phase workloads' bound (bench/be_bound.c): a bump arena per phase,
+    # freed whole at its end; a reference, not a peer.
+    "bound": ("bound", ["free=all"]),
     # The C++ pool benchmark, one binary per malloc (bench/pool_bench.cpp).
     "pools-glibc": ("glibc", []),
     "pools-jemalloc": ("jemalloc", []),
@@ -73,10 +77,10 @@ def cases(quick, threads):
         speed.append((f"threads_win_{t}", "threads", PLAIN,
                       [f"threads={t}", f"ops={10000000 // s}", "spawn=window", f"windows={20 if s == 1 else 5}"]))
     speed.append(("prodcons", "prodcons", PLAIN, [f"items={5000000 // s}"]))
-    server = [(f"server_{p}", "server", PHASED + FREE_ALL, [f"pattern={p}", f"requests={10000 // s}"])
+    server = [(f"server_{p}", "server", PHASED + FREE_ALL + ["bound"], [f"pattern={p}", f"requests={10000 // s}"])
               for p in PATTERNS]
     out = speed + server + [
-        ("lifemix", "lifemix", PHASED + ["tslab-mixed"], [f"requests={200000 // s}"]),
+        ("lifemix", "lifemix", PHASED + ["tslab-mixed", "bound"], [f"requests={200000 // s}"]),
         ("phase_burst", "phase_burst", PHASED, ["mib=64"]),
         ("close_cost", "close_cost", ["tslab"],
          # Quick mode keeps two epochs whose free-all releases slabs beyond the hot reserve: the slope.
