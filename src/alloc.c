@@ -534,7 +534,7 @@ static __attribute__((noinline)) bool free_general(tslab_t* a, void* p) {
   if (!p) return true;
   if (unlikely(!a)) return fail_free(NULL, TSLAB_ERR_INVALID_ARGUMENT);
   if ((uintptr_t)p - (uintptr_t)a->base >= a->reserve) return fail_free(a, TSLAB_ERR_INVALID_POINTER);
-  tslab_tcache_t* tc = tslab_tcache_get(a);
+  tslab_tcache_t* tc = tslab_tcache_for_free(a);
   tslab_window_enter(a, tc);
   bool ok = free_in_window(a, tc, p);
   tslab_window_exit(a, tc);
@@ -803,7 +803,7 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
   }
   /* Otherwise the handle is checked and its object freed in one fenced
    * window, so the slot cannot be freed and handed out again in between. */
-  tc = tslab_tcache_get(a);
+  tc = tslab_tcache_for_free(a);
   tslab_window_enter(a, tc);
   void* p = handle_target_in_window(a, h);
   bool ok = p && free_in_window(a, tc, p);

@@ -1126,6 +1126,10 @@ static inline tslab_tcache_t* tslab_tcache_get(tslab_t* a) {
 
 /* The thread's cache for a if it has one already, without creating it. */
 TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_find(tslab_t* a);
+/* The cache a free goes through: tslab_tcache_get's, except for a thread
+ * past its exit handler, which frees without one (NULL when it has none)
+ * rather than take a cache nobody would give back. */
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_for_free(tslab_t* a);
 
 static inline tslab_tcache_t* tslab_cache_next(tslab_tcache_t* tc) {
   return atomic_load_explicit(&tc->reg_next, memory_order_acquire);

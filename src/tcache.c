@@ -44,6 +44,12 @@ static __thread map_array_t tls_extra;
 /* The value of `destroyed` when this thread last dropped entries of
  * destroyed instances from tls_extra. */
 static __thread uint64_t tls_pruned;
+/* The thread's exit handler has run and given its caches back. The C
+ * library still frees the thread's own buffers after every key destructor
+ * (strerror's, dlerror's): a cache taken for such a free would never be
+ * given back, since no destructor runs again. Taking a cache (an allocation
+ * in a later destructor round, which runs the handler again) clears it. */
+static __thread bool tls_exited;
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
@@ -1041,7 +1047,12 @@ TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_slow(tslab_t* a) {
     return NULL;
   }
   pthread_setspecific(exit_key, (void*)1);
+  tls_exited = false;
   return tc;
+}
+
+TSLAB_INTERNAL tslab_tcache_t* tslab_tcache_for_free(tslab_t* a) {
+  return tls_exited ? tslab_tcache_find(a) : tslab_tcache_get(a);
 }
 
 /* Owner: collect every owned run of active eras and give empty ones back;
@@ -1218,6 +1229,7 @@ static void thread_exit(void* arg) {
   pthread_mutex_unlock(&live_mu);
   if (tls_extra.items) tslab_os_unmap(tls_extra.items, tls_extra.bytes);
   tls_extra = (map_array_t){0};
+  tls_exited = true;
 }
 
 /* tslab_destroy: the instance stops being live for exiting threads. */
