@@ -54,10 +54,24 @@ tslab_add_dropin_test(test_dropin_scope_static ${DROPIN_DIR}/test_dropin_scope.c
 tslab_add_dropin_test(test_dropin_fork ${DROPIN_DIR}/test_dropin_fork.c)
 tslab_add_dropin_test(test_dropin_threads ${DROPIN_DIR}/test_dropin_threads.c)
 
+include(CheckLanguage)
+check_language(CXX)
+if(CMAKE_CXX_COMPILER)
+  enable_language(CXX)
+endif()
+
 add_library(dropin_plugin MODULE ${DROPIN_DIR}/dropin_plugin.c)
-tslab_add_dropin_test(test_dropin_dlopen ${DROPIN_DIR}/test_dropin_dlopen.c
-  ARGS $<TARGET_FILE:dropin_plugin>)
+set(dlopen_args $<TARGET_FILE:dropin_plugin>)
+if(CMAKE_CXX_COMPILER)
+  # A C++ library for this C program to load: its C++ runtime comes in late.
+  add_library(dropin_cxx_plugin MODULE ${DROPIN_DIR}/dropin_cxx_plugin.cpp)
+  list(APPEND dlopen_args $<TARGET_FILE:dropin_cxx_plugin>)
+endif()
+tslab_add_dropin_test(test_dropin_dlopen ${DROPIN_DIR}/test_dropin_dlopen.c ARGS ${dlopen_args})
 add_dependencies(test_dropin_dlopen dropin_plugin)
+if(CMAKE_CXX_COMPILER)
+  add_dependencies(test_dropin_dlopen dropin_cxx_plugin)
+endif()
 
 # A library of the program's with functions named like the seed's API.
 add_library(dropin_namesakes SHARED ${DROPIN_DIR}/dropin_namesakes.c)
@@ -93,10 +107,7 @@ else()
 endif()
 set_tests_properties(test_dropin_options PROPERTIES TIMEOUT 120 LABELS dropin)
 
-include(CheckLanguage)
-check_language(CXX)
 if(CMAKE_CXX_COMPILER)
-  enable_language(CXX)
   tslab_add_dropin_test(test_dropin_cxx ${DROPIN_DIR}/test_dropin_cxx.cpp)
   set_target_properties(test_dropin_cxx PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 else()

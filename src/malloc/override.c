@@ -13,9 +13,12 @@
  * The C++ operators are defined here under their mangled names (Itanium C++
  * ABI, 64-bit size_t), so that the library needs no C++ runtime: a failing
  * operator new calls the program's new-handler and throws std::bad_alloc
- * through the C++ runtime's own entry points, which are there whenever a C++
- * program is. This file is built with unwind tables, so the exception
- * passes through these frames. */
+ * through the C++ runtime's own entry points, which are there whenever C++
+ * code runs (found when needed: a C program may load its C++ runtime with a
+ * plugin, after this library), and the nothrow forms leave the catch to the
+ * runtime's own nothrow forms. This file is built with unwind tables, so the
+ * exception passes through these frames. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -219,20 +222,46 @@ EXPORT void* __libc_pvalloc(size_t size) { return pvalloc(size); }
 
 /* ---- C++ ---- */
 
+#define NOTHROW_T const void*   /* const std::nothrow_t& */
+#define ALIGN_T size_t          /* std::align_val_t */
+
 typedef void (*new_handler_t)(void);
-/* std::get_new_handler() and std::__throw_bad_alloc(), from the C++ runtime
- * when the program has one. */
+/* std::get_new_handler() and std::__throw_bad_alloc(), when the program is
+ * linked with the C++ runtime. */
 extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
-/* operator new's failure: call the new-handler until it gives up, then throw
- * std::bad_alloc; nothrow forms return NULL (a handler they called could
- * throw, which they may not let through). */
-static void* new_failed(size_t size, size_t alignment, bool nothrow) {
+/* A function of the C++ runtime (libstdc++) by its mangled name, when the
+ * process has loaded it, or NULL. Weak references are bound when this
+ * library loads: a C program that loads its C++ runtime later, with a
+ * plugin (dlopen, often with RTLD_LOCAL, so the runtime is not in the
+ * global scope either), leaves them null. Asked of the runtime's own
+ * handle, a name gives the runtime's definition, not this library's. Only
+ * operator new's failure looks here. */
+static void* cxx_runtime(const char* name) {
+  void* rt = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (!rt) return NULL;
+  void* f = dlsym(rt, name);
+  dlclose(rt); /* the NOLOAD handle's reference only: the runtime stays */
+  return f;
+}
+
+static new_handler_t current_new_handler(void) {
+  new_handler_t (*get)(void) = _ZSt15get_new_handlerv;
+  if (!get) get = (new_handler_t(*)(void))cxx_runtime("_ZSt15get_new_handlerv");
+  return get ? get() : NULL;
+}
+
+/* A throwing operator new's failure: call the new-handler until it gives up
+ * (or throws), then throw std::bad_alloc. Without a C++ runtime there is
+ * nothing to throw with: NULL (no C++ caller can exist then). */
+static void* new_failed(size_t size, size_t alignment) {
   for (;;) {
-    new_handler_t h = !nothrow && _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    new_handler_t h = current_new_handler();
     if (!h) {
-      if (!nothrow && _ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+      void (*raise)(void) = _ZSt17__throw_bad_allocv;
+      if (!raise) raise = (void (*)(void))cxx_runtime("_ZSt17__throw_bad_allocv");
+      if (raise) raise();
       return NULL;
     }
     h();
@@ -241,23 +270,37 @@ static void* new_failed(size_t size, size_t alignment, bool nothrow) {
   }
 }
 
+/* The nothrow forms' failure. The standard's nothrow form calls the
+ * throwing one (the new-handler loop, then std::bad_alloc) inside a try
+ * block and returns NULL for what it throws; a catch needs the C++ runtime,
+ * and its own nothrow form (`name`) is exactly that try block around the
+ * throwing form, which is this library's. With no new-handler there is
+ * nothing to call: NULL at once. */
+static void* new_nothrow_failed(size_t size, size_t align, const char* name, NOTHROW_T t) {
+  if (!current_new_handler()) return NULL;
+  void* f = cxx_runtime(name);
+  if (!f) return NULL; /* a runtime linked statically: nothing to catch with */
+  if (align) return ((void* (*)(size_t, size_t, NOTHROW_T))f)(size, align, t);
+  return ((void* (*)(size_t, NOTHROW_T))f)(size, t);
+}
+
 /* Everything of operator new past the core's fast path: the drop-in's slow
- * path, then the new-handler loop. One call out of line, so that the fast
- * path keeps only the size across the core's call (with both steps inline it
- * saved two registers and a frame on every call). */
-static __attribute__((noinline)) void* new_slow(size_t size, size_t alignment, bool nothrow) {
+ * path, then the failure. One call out of line, so that the fast path keeps
+ * only the size across the core's call (with both steps inline it saved two
+ * registers and a frame on every call). `nothrow`: the nothrow form's name
+ * and argument, NULL for a throwing form; `align`: the alignment asked (0
+ * for the forms without one). */
+static __attribute__((noinline)) void* new_slow(size_t size, size_t align, const char* nothrow, NOTHROW_T t) {
+  size_t alignment = alignment_asked(align);
   void* p = dropin_alloc_slow(size, alignment, false);
-  return dropin_likely(p != NULL) ? p : new_failed(size, alignment, nothrow);
+  if (dropin_likely(p != NULL)) return p;
+  return nothrow ? new_nothrow_failed(size, align, nothrow, t) : new_failed(size, alignment);
 }
 
-static inline void* new_fast(size_t size, size_t alignment, bool nothrow) {
-  alignment = alignment_asked(alignment);
-  void* p = alloc_core(size, alignment);
-  return dropin_likely(p != NULL) ? p : new_slow(size, alignment, nothrow);
+static inline void* new_fast(size_t size, size_t align, const char* nothrow, NOTHROW_T t) {
+  void* p = alloc_core(size, alignment_asked(align));
+  return dropin_likely(p != NULL) ? p : new_slow(size, align, nothrow, t);
 }
-
-#define NOTHROW_T const void*   /* const std::nothrow_t& */
-#define ALIGN_T size_t          /* std::align_val_t */
 
 /* new, new[] and their nothrow and aligned forms */
 void* _Znwm(size_t n);
@@ -268,19 +311,17 @@ void* _ZnwmSt11align_val_t(size_t n, ALIGN_T al);
 void* _ZnamSt11align_val_t(size_t n, ALIGN_T al);
 void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t);
 void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t);
-EXPORT void* _Znwm(size_t n) { return new_fast(n, 0, false); }
-EXPORT void* _Znam(size_t n) { return new_fast(n, 0, false); }
-EXPORT void* _ZnwmRKSt9nothrow_t(size_t n, NOTHROW_T t) { (void)t; return new_fast(n, 0, true); }
-EXPORT void* _ZnamRKSt9nothrow_t(size_t n, NOTHROW_T t) { (void)t; return new_fast(n, 0, true); }
-EXPORT void* _ZnwmSt11align_val_t(size_t n, ALIGN_T al) { return new_fast(n, al, false); }
-EXPORT void* _ZnamSt11align_val_t(size_t n, ALIGN_T al) { return new_fast(n, al, false); }
+EXPORT void* _Znwm(size_t n) { return new_fast(n, 0, NULL, NULL); }
+EXPORT void* _Znam(size_t n) { return new_fast(n, 0, NULL, NULL); }
+EXPORT void* _ZnwmRKSt9nothrow_t(size_t n, NOTHROW_T t) { return new_fast(n, 0, "_ZnwmRKSt9nothrow_t", t); }
+EXPORT void* _ZnamRKSt9nothrow_t(size_t n, NOTHROW_T t) { return new_fast(n, 0, "_ZnamRKSt9nothrow_t", t); }
+EXPORT void* _ZnwmSt11align_val_t(size_t n, ALIGN_T al) { return new_fast(n, al, NULL, NULL); }
+EXPORT void* _ZnamSt11align_val_t(size_t n, ALIGN_T al) { return new_fast(n, al, NULL, NULL); }
 EXPORT void* _ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t) {
-  (void)t;
-  return new_fast(n, al, true);
+  return new_fast(n, al, "_ZnwmSt11align_val_tRKSt9nothrow_t", t);
 }
 EXPORT void* _ZnamSt11align_val_tRKSt9nothrow_t(size_t n, ALIGN_T al, NOTHROW_T t) {
-  (void)t;
-  return new_fast(n, al, true);
+  return new_fast(n, al, "_ZnamSt11align_val_tRKSt9nothrow_t", t);
 }
 
 /* delete, delete[] and their sized, aligned and nothrow forms: the size and

@@ -37,6 +37,12 @@ static void handler() {
   std::set_new_handler(nullptr);  // give up: the next failure throws
 }
 
+static int throwing_calls;
+static void throwing_handler() {
+  throwing_calls++;
+  throw std::bad_alloc();
+}
+
 int main() {
   auto instance = reinterpret_cast<tslab_t* (*)()>(dlsym(RTLD_DEFAULT, "tslab_malloc_instance"));
   auto usable = reinterpret_cast<size_t (*)(tslab_t*, const void*)>(dlsym(RTLD_DEFAULT, "tslab_usable_size"));
@@ -104,6 +110,20 @@ int main() {
     thrown = true;
   }
   CHECK(thrown);
+
+  // The nothrow forms call the new-handler as the throwing ones do, and
+  // return nullptr for what the throwing form throws.
+  handler_calls = 0;
+  std::set_new_handler(handler);
+  CHECK(::operator new(static_cast<size_t>(1) << 62, std::nothrow) == nullptr && handler_calls == 1);
+  std::set_new_handler(handler);
+  CHECK(::operator new[](static_cast<size_t>(1) << 62, std::align_val_t(256), std::nothrow) == nullptr &&
+        handler_calls == 2);
+  std::set_new_handler(throwing_handler);
+  CHECK(new (std::nothrow) char[static_cast<size_t>(1) << 62] == nullptr && throwing_calls == 1);
+  CHECK(::operator new(static_cast<size_t>(1) << 62, std::align_val_t(64), std::nothrow) == nullptr &&
+        throwing_calls == 2);
+  std::set_new_handler(nullptr);
 
   if (failures) {
     std::fprintf(stderr, "FAILED: %d check(s)\n", failures);
