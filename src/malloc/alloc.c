@@ -33,6 +33,7 @@ static void* alloc_in(tslab_t* a, size_t size, size_t alignment, bool zero, tsla
 void* dropin_alloc_slow(size_t size, size_t alignment, bool zero) {
   if (dropin_tls.guard) return dropin_bootstrap_alloc(size, alignment);
   if (size == 0) size = 1; /* malloc(0) is a unique pointer */
+  size = dropin_request(size);
   void* p = NULL;
   dropin_guard_enter();
   if (!dropin_process_init()) {
@@ -110,7 +111,7 @@ void* dropin_realloc(void* p, size_t size) {
   }
   tslab_t* a = dropin_heap();
   if (a) {
-    void* q = tslab_realloc(a, p, size);
+    void* q = tslab_realloc(a, p, dropin_request(size));
     if (q) return q;
     int st = tslab_last_error();
     if (st == TSLAB_ERR_EPOCH_CLOSED || st == TSLAB_ERR_EPOCH_STALE) {

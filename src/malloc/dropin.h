@@ -55,6 +55,20 @@ static inline void dropin_guard_exit(void) {
   dropin_thread_refresh();
 }
 
+/* ---- the request ---- */
+
+/* The size the drop-in asks the core for: C's malloc must align a block for
+ * every type with a fundamental alignment that fits in it (max_align_t, 16
+ * bytes here: a long double fits in 24 bytes), where the core aligns a
+ * 24-byte class to 8. Sizes above 8 go up to a multiple of 16, whose class
+ * is one (every class of a 16-byte multiple size starts its slots on 16);
+ * a size so large that rounding would wrap is left alone (the core refuses
+ * it). */
+static inline size_t dropin_request(size_t size) {
+  size_t up = (size + 15) & ~(size_t)15;
+  return size <= 8 || up < size ? size : up;
+}
+
 /* ---- the process-wide instance (process.c) ---- */
 
 /* NULL until created. Read on every malloc and free. */

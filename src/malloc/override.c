@@ -39,7 +39,8 @@ static inline size_t alignment_asked(size_t alignment) {
 static inline void* alloc_core(size_t size, size_t alignment) {
   tslab_epoch_t e = dropin_tls.epoch;
   if (dropin_unlikely(e == 0)) return NULL;
-  return alignment ? tslab_aligned_alloc(dropin_heap(), alignment, size, e) : tslab_alloc(dropin_heap(), size, e);
+  return alignment ? tslab_aligned_alloc(dropin_heap(), alignment, size, e)
+                   : tslab_alloc(dropin_heap(), dropin_request(size), e);
 }
 
 static inline void* alloc_aligned(size_t alignment, size_t size) {
@@ -72,15 +73,15 @@ EXPORT void free(void* p) {
 }
 
 EXPORT void* calloc(size_t count, size_t size) {
-  tslab_epoch_t e = dropin_tls.epoch;
-  if (dropin_likely(e != 0)) {
-    void* p = tslab_calloc(dropin_heap(), count, size, e);
-    if (dropin_likely(p != NULL)) return p;
-  }
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) {
     errno = ENOMEM;
     return NULL;
+  }
+  tslab_epoch_t e = dropin_tls.epoch;
+  if (dropin_likely(e != 0)) {
+    void* p = tslab_calloc(dropin_heap(), 1, dropin_request(bytes), e);
+    if (dropin_likely(p != NULL)) return p;
   }
   return dropin_alloc_slow(bytes, 0, true);
 }

@@ -38,12 +38,13 @@ static pthread_mutex_t renew_mu = PTHREAD_MUTEX_INITIALIZER;
 static dropin_options_t options;
 
 /* A reservation the system refuses (a limit on address space) shrinks
- * until it fits: a smaller instance is better than no malloc. */
+ * until it fits, down to the smallest the core takes (tslab.h, 4 MiB): a
+ * smaller instance is better than no malloc. */
+#define RESERVE_MIN ((size_t)4 << 20)
 static tslab_t* create_instance(tslab_config_t* c) {
   for (;;) {
     tslab_t* a = tslab_create(c);
-    if (a || tslab_last_error() != TSLAB_ERR_OUT_OF_MEMORY || c->reserve_bytes <= ((size_t)64 << 20))
-      return a;
+    if (a || tslab_last_error() != TSLAB_ERR_OUT_OF_MEMORY || c->reserve_bytes / 2 < RESERVE_MIN) return a;
     c->reserve_bytes /= 2;
     if (c->max_alloc_size > c->reserve_bytes / 2) c->max_alloc_size = c->reserve_bytes / 2;
   }

@@ -8,6 +8,7 @@ Usage: check_options.py LIBTSLAB_MALLOC PROBE"""
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -24,10 +25,15 @@ def check(cond, what):
         print(f"FAILED: {what}", file=sys.stderr)
 
 
-def run(env, *args):
+def run(env, *args, address_space=None):
+    """The probe under the drop-in with env; address_space: a limit on the
+    process's address space (RLIMIT_AS, as `ulimit -v` sets), in bytes."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("TSLAB_")}
     e.update(env, LD_PRELOAD=lib)
-    return subprocess.run([probe] + list(args), env=e, capture_output=True, text=True, timeout=60)
+    limit = None if address_space is None else (
+        lambda: resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space)))
+    return subprocess.run([probe] + list(args), env=e, capture_output=True, text=True, timeout=60,
+                          preexec_fn=limit)
 
 
 def config(r):
@@ -47,6 +53,13 @@ r = run({"TSLAB_RESERVE": "256m", "TSLAB_EPOCH_RING_SIZE": "64", "TSLAB_RELEASE_
 reserve, ring = config(r)
 check(r.returncode == 0 and 256 << 20 <= reserve < 512 << 20 and ring == 64 and r.stderr == "",
       f"configured: {r.stdout!r} {r.stderr!r}")
+
+# Under a limit on address space the reservation shrinks until it fits, down
+# to the core's smallest (4 MiB): a program under `ulimit -v 40000` runs.
+r = run({}, address_space=40 << 20)
+reserve, _ = config(r)
+check(r.returncode == 0 and 4 << 20 <= reserve < 40 << 20 and r.stderr == "",
+      f"limited address space: {r.stdout!r} {r.stderr!r}")
 
 r = run({"TSLAB_RESERVE": "12 GB", "TSLAB_RELEASE_POLICY": "sometimes", "TSLAB_EPOCH_RING_SIZE": "3",
          "TSLAB_SHOW_STATS": "maybe"})

@@ -43,18 +43,28 @@ static void test_family(void) {
   free(z2);
 
   /* Every size up to 64 KiB and some large ones: usable size covers the
-   * request, the whole usable size can be written, 8-byte alignment at
-   * least and 16 for 16-byte multiples (what max_align_t-sized types need). */
+   * request, the whole usable size can be written, and the alignment C
+   * requires: 16 bytes (max_align_t) for every size from 9 on, since a
+   * 16-byte-aligned type fits in it, 8 below. Two blocks of each size are
+   * live at once, so that the second is not the first's slot again: with
+   * 24-byte slots one of them would be 8 off. calloc and realloc alike. */
   for (size_t n = 1; n < (1u << 22); n = n < 4096 ? n + 1 : n * 2 + 7) {
+    size_t al = n > 8 ? 16 : 8;
     unsigned char* p = malloc(n);
-    REQUIRE(p != NULL);
+    unsigned char* q = malloc(n);
+    unsigned char* z = calloc(1, n);
+    REQUIRE(p != NULL && q != NULL && z != NULL);
+    CHECK(aligned(p, al) && aligned(q, al) && aligned(z, al));
     size_t u = malloc_usable_size(p);
     CHECK(u >= n);
-    CHECK(aligned(p, 8));
-    if (n % 16 == 0) CHECK(aligned(p, 16));
     fill(p, u, (unsigned)n);
     CHECK(filled(p, u, (unsigned)n));
+    q = realloc(q, n + 24);
+    REQUIRE(q != NULL);
+    CHECK(aligned(q, 16));
     free(p);
+    free(q);
+    free(z);
   }
 
   unsigned char* c = calloc(1000, 37);
