@@ -273,8 +273,25 @@ static size_t settle_detached(tslab_t* a, uint64_t era, tslab_tcache_t* me, tsla
   return trimmed;
 }
 
+/* Free-all: claim a run of the era's detached list for the kill (slot
+ * mutex held): its `live` goes one above its count, so no free can bring it
+ * to zero and retire the run while the kill reads its bits; the free-all
+ * takes that one back with the objects it ended (7.5, "Free-all of a closed
+ * era"). False when frees have emptied the run: its last freer retires it,
+ * and unlinks it from the list itself. A closed era's runs hold their true
+ * count (its close set it before the era read CLOSED), never below zero. */
+static bool claim_detached(tslab_run_t* s) {
+  int64_t live = atomic_load_explicit(&s->live, memory_order_acquire);
+  while (live > 0 && !atomic_compare_exchange_weak_explicit(&s->live, &live, live + 1, memory_order_acq_rel,
+                                                            memory_order_acquire)) {
+  }
+  return live > 0;
+}
+
 /* Free-all: end every object of the era's runs detached by earlier closes,
- * and of its spans; added to *ended. */
+ * and of its spans; added to *ended. The runs taken off the list are linked
+ * through `era_next`, which nobody else touches once they are off it: their
+ * `heap_next` belongs to whoever retires them. */
 static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era, tslab_ended_t* ended) {
   uint32_t slot = (uint32_t)(era & a->ring_mask);
   tslab_epoch_slot_t* es = &a->slots[slot];
@@ -286,18 +303,19 @@ static void end_objects(tslab_t* a, tslab_tcache_t* me, uint64_t era, tslab_ende
     tslab_spin_lock(&es->mu);
     for (tslab_run_t *s = es->detached, *next; s; s = next) {
       next = s->era_next;
-      if (atomic_load_explicit(&s->era, memory_order_relaxed) != era) continue;
+      if (atomic_load_explicit(&s->era, memory_order_relaxed) != era || !claim_detached(s)) continue;
       tslab_era_list_unlink_locked(es, s);
-      s->heap_next = list;
+      s->era_next = list;
       list = s;
     }
     tslab_spin_unlock(&es->mu);
   }
   while (list) {
     tslab_run_t* s = list;
-    list = s->heap_next;
+    list = s->era_next;
+    s->era_next = NULL;
     uint64_t remote, e = end_run(a, s, ended, &remote);
-    if (tslab_run_live_add(s, -(int64_t)(e + remote))) tslab_run_retire(a, s);
+    if (tslab_run_live_add(s, -(int64_t)(e + remote + 1))) tslab_run_retire(a, s);
   }
   TSLAB_COUNT_EVENT(a, me, objects_ended, tslab_large_kill_era(a, slot, era));
 }

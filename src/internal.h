@@ -197,7 +197,7 @@ struct tslab_run {
   uint16_t capacity;          /* slots (blocks: units) */
   _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
-  uint8_t in_era_list;        /* on its era slot's detached list (slot mutex) */
+  uint8_t in_era_list;        /* on its era slot's detached list (slot mutex; relaxed atomic) */
   uint8_t zeroed;             /* formatter: the heap gave memory that was released or never used */
   uint8_t era_counted;        /* blocks: its closer added it to its era's runs (7.5); block_format resets */
   uint16_t words;

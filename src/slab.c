@@ -54,7 +54,7 @@ TSLAB_INTERNAL void tslab_era_list_push_locked(tslab_epoch_slot_t* es, tslab_run
   r->era_next = es->detached;
   if (es->detached) es->detached->era_prev = r;
   __atomic_store_n(&es->detached, r, __ATOMIC_RELAXED); /* peeked at without the lock (epoch.c) */
-  r->in_era_list = 1;
+  __atomic_store_n(&r->in_era_list, 1, __ATOMIC_RELAXED); /* read without the mutex: runs_retire */
 }
 
 TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_run_t* r) {
@@ -64,7 +64,7 @@ TSLAB_INTERNAL void tslab_era_list_unlink_locked(tslab_epoch_slot_t* es, tslab_r
     __atomic_store_n(&es->detached, r->era_next, __ATOMIC_RELAXED);
   if (r->era_next) r->era_next->era_prev = r->era_prev;
   r->era_next = r->era_prev = NULL;
-  r->in_era_list = 0;
+  __atomic_store_n(&r->in_era_list, 0, __ATOMIC_RELAXED);
 }
 
 /* The run left its era's detached list, if it was on it. */
@@ -84,7 +84,9 @@ static void era_list_unlink(tslab_t* a, tslab_run_t* r) {
 static void runs_retire(tslab_t* a, tslab_run_t* list, tslab_tcache_t* owned) {
   uint64_t era = atomic_load_explicit(&list->era, memory_order_relaxed);
   for (tslab_run_t* s = list; s; s = s->heap_next) {
-    if (s->in_era_list) era_list_unlink(a, s);
+    /* Seen off the list, the run stays off it (only a closer links runs,
+     * and not a run being retired); seen on it, the mutex decides. */
+    if (__atomic_load_n(&s->in_era_list, __ATOMIC_RELAXED)) era_list_unlink(a, s);
     /* Slabs count for their era and class from their format; a block counts
      * for its era once its closer counted it (7.5). */
     bool block = atomic_load_explicit(&s->kind, memory_order_relaxed) == TSLAB_RUN_BLOCK;

@@ -92,7 +92,8 @@
  * state that names slots free in the bitmaps; the closer empties it before
  * it detaches the runs, with the owner out of its windows, as it drops the
  * masks: docs/ARCHITECTURE.md section 3, F3), the block's bias and `block_remote`
- * counter, free-all of runs detached by an earlier close, spans, the cacheless freers' counter (it plays the busy
+ * counter, free-all of runs detached by an earlier close (its own model,
+ * docs/model/free_all_closed.pml), spans, the cacheless freers' counter (it plays the busy
  * word's part with read-modify-writes, which are fences), `inflight` of era
  * slots (it guards counters at advance), registration by a non-owner free's
  * counting (it attaches no memory), statistics, and fork. T1's own run is a

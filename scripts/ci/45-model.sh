@@ -11,7 +11,9 @@
 # exchange, trim before live), and free-all's kill of a detached run (its
 # alloc-word exchange; the freers' take-back, which it rests on as the close
 # does; the live count of frees between the detach and the kill), and the
-# opener's readied cache (its registration). TSLAB_MODEL_FULL=1 runs larger bounds (about
+# opener's readied cache (its registration); and free-all of a closed era
+# against the frees of its detached runs (docs/model/free_all_closed.pml).
+# TSLAB_MODEL_FULL=1 runs larger bounds (about
 # four times longer, 4.5 GB of memory) instead of CI's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +21,7 @@ scripts/install-deps.sh spin gcc >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # A copy in the working directory, where pan writes its trail for spin -t.
-cp docs/model/close_protocol.pml docs/model/decay.pml "$work/"
+cp docs/model/close_protocol.pml docs/model/decay.pml docs/model/free_all_closed.pml "$work/"
 cd "$work"
 model=close_protocol.pml
 
@@ -100,6 +102,14 @@ run "bug: free-all clears an alloc word without an exchange" fail "-DFREE_ALL -D
 run "bug: free-all, freers never take their remote bits back" fail "-DFREE_ALL -DNO_MODE_RECHECK" "$bug" ""
 run "bug: free-all retires without the live count of frees after the detach" fail "-DFREE_ALL -DKILL_NO_LIVE" "$bug" ""
 run "bug: the opener readies its cache without registering it" fail "-DBLOCK -DREADY_UNREGISTERED -DMAXOPS=1 -DNO_REMOTE" "$bug" ""
+
+# Free-all of a closed era against the frees of its detached runs
+# (docs/model/free_all_closed.pml, ARCHITECTURE.md 7.5): each run retired
+# once, never killed once retired.
+model=free_all_closed.pml
+run "free-all of a closed era: one retire per run" pass "" "" ""
+run "bug: free-all unlinks and kills without claiming the run" fail "-DNO_CLAIM" "" ""
+run "bug: free-all claims a run its last freer is retiring" fail "-DCLAIM_ZERO" "" ""
 
 # The decay handshake (docs/model/decay.pml, ARCHITECTURE.md section 5, D1):
 # no run kept beyond the pool's bound for an era survives its close.
