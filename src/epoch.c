@@ -62,9 +62,15 @@ static int label_find_or_add(tslab_t* a, const char* name) {
   return id;
 }
 
-/* An era leaves the ring: its counts go to its label's totals. label_mu and
- * the slot's mutex held. */
+/* An era leaves the ring: its counts go to its label's totals, and its runs
+ * still on the slot's detached list learn the label, for the frees that
+ * come later (7.5, "Late frees"). They are the list's head: a closer links
+ * its runs first, and the slot's earlier eras closed before this one was
+ * claimed. label_mu and the slot's mutex held. */
 static void retire_label(tslab_t* a, tslab_epoch_slot_t* es) {
+  for (tslab_run_t* s = es->detached; s && atomic_load_explicit(&s->era, memory_order_relaxed) == es->counts_era;
+       s = s->era_next)
+    s->era_label = (uint16_t)(es->label_id + 1);
   tslab_label_entry_t* l = &a->labels[es->label_id];
   atomic_fetch_add(&l->epochs, 1);
   atomic_fetch_add(&l->allocs, atomic_load(&es->f_allocs) + atomic_load(&es->allocs) + atomic_load(&es->large_allocs));
@@ -527,6 +533,7 @@ static void open_era(tslab_t* a, uint64_t era, bool opener) {
   atomic_thread_fence(memory_order_release);
   if (labelled) retire_label(a, es);
   slot_reset(es);
+  es->counts_era = era;
   TSLAB_RSTORE(es->opened_ns, tslab_coarse_ns());
   /* The thread that opens an era is most likely its user: registering it
    * now spares its first allocation a compare-and-swap (7.2), and readying

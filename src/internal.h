@@ -198,6 +198,9 @@ struct tslab_run {
   _Atomic(_Atomic uint16_t*) gens; /* slabs: per-slot handle generations */
   _Atomic uint8_t kind;       /* enum tslab_run_kind */
   uint8_t in_era_list;        /* on its era slot's detached list (slot mutex; relaxed atomic) */
+  /* Its era's label index + 1 once the era left the ring (its slot's next
+   * advance, slot mutex), 0 else: late frees count for the label (7.5). */
+  uint16_t era_label;
   uint8_t zeroed;             /* formatter: the heap gave memory that was released or never used */
   uint8_t era_counted;        /* blocks: its closer added it to its era's runs (7.5); block_format resets */
   uint16_t words;
@@ -529,6 +532,7 @@ typedef struct tslab_epoch_slot {
   char label[TSLAB_LABEL_MAX];
   int label_id;               /* index in the label registry, -1 = none */
   tslab_run_t* detached;      /* runs detached with live objects */
+  uint64_t counts_era;        /* the era whose counts the counters below hold (set at its open) */
   uint64_t opened_ns;
   uint64_t rss_before_close, rss_after_close, released_at_close, close_ns;
   bool forced;
@@ -985,6 +989,7 @@ static inline void tslab_run_set_era(const tslab_t* a, tslab_run_t* r, uint64_t 
   atomic_store_explicit(&r->era, era, memory_order_relaxed);
   TSLAB_RSTORE(r->active, TSLAB_STATE(era, TSLAB_EPOCH_ACTIVE));
   TSLAB_RSTORE(r->ring_slot, (uint8_t)(era & a->ring_mask));
+  r->era_label = 0;
 }
 
 /* Whether run r's copies agree with its era (tslab_check, world stopped). */
