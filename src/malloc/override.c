@@ -247,9 +247,15 @@ static void* cxx_runtime(const char* name) {
   return f;
 }
 
+/* The runtime's function: bound at load when the program linked the
+ * runtime (`linked`, a weak reference), else looked up by name. */
+static void* cxx_function(void* linked, const char* name) {
+  return linked ? linked : cxx_runtime(name);
+}
+
 static new_handler_t current_new_handler(void) {
-  new_handler_t (*get)(void) = _ZSt15get_new_handlerv;
-  if (!get) get = (new_handler_t(*)(void))cxx_runtime("_ZSt15get_new_handlerv");
+  new_handler_t (*get)(void) = (new_handler_t(*)(void))cxx_function((void*)_ZSt15get_new_handlerv,
+                                                                     "_ZSt15get_new_handlerv");
   return get ? get() : NULL;
 }
 
@@ -260,8 +266,8 @@ static void* new_failed(size_t size, size_t alignment) {
   for (;;) {
     new_handler_t h = current_new_handler();
     if (!h) {
-      void (*raise)(void) = _ZSt17__throw_bad_allocv;
-      if (!raise) raise = (void (*)(void))cxx_runtime("_ZSt17__throw_bad_allocv");
+      void (*raise)(void) = (void (*)(void))cxx_function((void*)_ZSt17__throw_bad_allocv,
+                                                         "_ZSt17__throw_bad_allocv");
       if (raise) raise();
       return NULL;
     }
