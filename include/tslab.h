@@ -207,14 +207,19 @@ TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e);
 
 /* Free-all close (arena semantics): close e and end every object still live
  * in it at once, in time proportional to the epoch's memory blocks, not to
- * its objects. When the call returns, pointers into e are dead: freeing one
- * returns false (an invalid free), tslab_usable_size() says 0, handles to
- * e's objects are stale, and e's memory is reusable by other epochs (its
- * empty memory is treated as by tslab_epoch_close()). Frees of e's objects
- * that other threads make concurrently either complete before (and count
- * as frees) or fail as not live; nothing is lost or counted twice. Works on
- * an open or an already closed era; returns TSLAB_ERR_EPOCH_STALE /
- * _UNKNOWN for eras that are not in the ring. */
+ * its objects. When the call returns, pointers into e are dead:
+ * tslab_usable_size() says 0, handles to e's objects are stale, and e's
+ * memory is reusable by other epochs (its empty memory is treated as by
+ * tslab_epoch_close()). Freeing a dead pointer is a double free: it returns
+ * false (an invalid free) while its memory has not been allocated again,
+ * and once an allocation of any epoch reuses that memory, which may happen
+ * before this call returns, it frees that allocation, as a repeated free()
+ * does with any allocator. A handle tells the incarnations apart: freeing a
+ * stale one always fails. A free of one of e's objects that another thread
+ * makes concurrently takes effect before the object ends (it succeeds and
+ * counts as a free) or after (a free of a dead pointer); nothing is lost or
+ * counted twice. Works on an open or an already closed era; returns
+ * TSLAB_ERR_EPOCH_STALE / _UNKNOWN for eras that are not in the ring. */
 TSLAB_API int tslab_epoch_free_all(tslab_t* a, tslab_epoch_t e);
 
 /* TSLAB_OK if e accepts allocations, else the status an allocation in e
@@ -266,7 +271,9 @@ TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size);
 
 /* Free p. Returns true on success and for p == NULL. Returns false (and
  * counts an invalid free) when p is not a live allocation of this instance:
- * never allocated, already freed, interior, foreign. */
+ * never allocated, interior, foreign, already freed or ended by a free-all
+ * (until its memory is allocated again: a pointer cannot tell one
+ * incarnation of an address from the next; a handle can). */
 TSLAB_API bool tslab_free(tslab_t* a, void* p);
 
 /* The usable size of a live allocation (its size class), or 0. */

@@ -1,6 +1,7 @@
 /* Contract line 8: free-all close. tslab_epoch_free_all ends an epoch
- * together with every object still live in it: their frees fail as not live,
- * their handles are stale, their memory is reusable, also while other
+ * together with every object still live in it: their frees fail as not live
+ * (until the memory is allocated again: a double free), their handles are
+ * stale (also after reuse), their memory is reusable, also while other
  * threads hold cached memory of the epoch or free into it concurrently. And
  * an epoch that moves from blocks to class slabs keeps isolation,
  * double-free detection and usable sizes exact. */
@@ -372,6 +373,105 @@ static void test_remote_free_killed(void) {
   tslab_destroy(a);
 }
 
+/* ---- handle frees racing a free-all while another epoch reuses its memory ---- */
+
+/* A raw pointer cannot tell one incarnation of an address from the next: a
+ * free of a dead pointer whose memory another epoch already allocated again
+ * frees that allocation (a double free, as with any allocator; the header
+ * says so). A handle can tell them apart. Here handle frees of a third of
+ * E's objects race E's free-all while another thread allocates in its own
+ * epoch F throughout, so E's ended runs are formatted again for F during
+ * the call. Every handle free must take effect before its object's end or
+ * fail; F's objects must stay intact and live until F's owner frees them. */
+enum { REUSE_ROUNDS = 60, REUSE_BATCH = 64 };
+
+struct reuse_race {
+  tslab_t* a;
+  objects_t* o;
+  tslab_epoch_t f;
+  pthread_barrier_t start;
+  atomic_int racer_done;
+  uint64_t freed, churned, churn_failures;
+};
+
+static void* handle_racer(void* arg) {
+  struct reuse_race* r = arg;
+  pthread_barrier_wait(&r->start);
+  for (int i = 0; i < SMALL; i += 3) r->freed += tslab_free_handle(r->a, r->o->handle[i]);
+  atomic_store(&r->racer_done, 1);
+  return NULL;
+}
+
+/* Allocates, writes, checks and frees objects of F in batches until the
+ * racer is done (and at least a few batches), sizes like E's. */
+static void* reuse_churner(void* arg) {
+  struct reuse_race* r = arg;
+  void* p[REUSE_BATCH];
+  tslab_handle_t h[REUSE_BATCH];
+  size_t n[REUSE_BATCH];
+  pthread_barrier_wait(&r->start);
+  for (int batch = 0; batch < 16 || !atomic_load(&r->racer_done); batch++) {
+    for (int i = 0; i < REUSE_BATCH; i++) {
+      n[i] = 16 + (size_t)((batch * REUSE_BATCH + i) * 53) % 1500;
+      p[i] = tslab_alloc_handle(r->a, n[i], r->f, &h[i]);
+      if (!p[i]) {
+        r->churn_failures++;
+        continue;
+      }
+      memset(p[i], (int)(i + 1), n[i]);
+    }
+    for (int i = 0; i < REUSE_BATCH; i++) {
+      if (!p[i]) continue;
+      const unsigned char* b = p[i];
+      bool intact = tslab_epoch_of(r->a, p[i]) == r->f && tslab_handle_get(r->a, h[i]) == p[i];
+      for (size_t k = 0; k < n[i]; k++) intact = intact && b[k] == (unsigned char)(i + 1);
+      if (!intact || !tslab_free_handle(r->a, h[i])) r->churn_failures++;
+      r->churned++;
+    }
+  }
+  return NULL;
+}
+
+static void test_handles_across_reuse(void) {
+  tslab_t* a = make();
+  static objects_t o;
+  static struct reuse_race r;
+  uint64_t freed = 0, ended = 0;
+  for (int round = 0; round < REUSE_ROUNDS; round++) {
+    tslab_epoch_t f = tslab_epoch_advance(a), e = tslab_epoch_advance(a);
+    fill(a, e, &o);
+    if (round % 2) CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK); /* open and closed eras */
+    r = (struct reuse_race){.a = a, .o = &o, .f = f};
+    pthread_barrier_init(&r.start, NULL, 3);
+    pthread_t racer, churner;
+    REQUIRE(pthread_create(&racer, NULL, handle_racer, &r) == 0);
+    REQUIRE(pthread_create(&churner, NULL, reuse_churner, &r) == 0);
+    tslab_stats_global_t g0, g1;
+    REQUIRE(tslab_stats_global(a, &g0) == TSLAB_OK);
+    pthread_barrier_wait(&r.start);
+    CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+    pthread_join(racer, NULL);
+    pthread_join(churner, NULL);
+    REQUIRE(tslab_stats_global(a, &g1) == TSLAB_OK);
+    pthread_barrier_destroy(&r.start);
+    /* Each racing handle free took effect before its object's end, or failed. */
+    CHECK_EQ_U(r.freed + (g1.objects_ended_total - g0.objects_ended_total), SMALL + SPANS);
+    CHECK_EQ_U(r.churn_failures, 0);
+    CHECK(r.churned >= 16 * REUSE_BATCH);
+    for (int i = 0; i < SMALL; i += 3) CHECK(!tslab_free_handle(a, o.handle[i]));
+    CHECK_EQ_U(tslab_epoch_close(a, f), TSLAB_OK);
+    CHECK_EQ_U(g1.live_objects, 0);
+    freed += r.freed;
+    ended += g1.objects_ended_total - g0.objects_ended_total;
+    if (round % 10 == 0) CHECK_CONSISTENT(a);
+  }
+  /* Not vacuous: both outcomes occurred. */
+  CHECK(freed > 0);
+  CHECK(ended > (uint64_t)REUSE_ROUNDS * SPANS);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_open_epoch();
   test_idle_holder();
@@ -379,5 +479,6 @@ int main(void) {
   test_racing_frees_closed();
   test_blocks_then_slabs();
   test_remote_free_killed();
+  test_handles_across_reuse();
   TEST_DONE();
 }
