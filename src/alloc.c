@@ -462,30 +462,6 @@ static __attribute__((noinline)) bool free_local_to_stack(tslab_tcache_t* tc, ts
   return true;
 }
 
-/* A free of run s of an era that has left the ring (its slot claimed by a
- * newer era), counted for the era's label (7.5, "Late frees"), under the
- * slot's mutex, which the next era's open holds while it folds the slot's
- * counters into the label and marks the era's listed runs with it: before
- * that fold, in the slot's counters (the fold takes them), after it, in
- * the label the run carries (none: the era had no label). */
-static void count_left_ring(tslab_t* a, const tslab_run_t* s, uint64_t era, size_t size, bool cross) {
-  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
-  tslab_spin_lock(&es->mu);
-  _Atomic uint64_t *frees = NULL, *bytes = NULL, *xfrees = NULL;
-  if (es->counts_era == era) {
-    frees = &es->frees, bytes = &es->free_bytes, xfrees = &es->xfrees;
-  } else if (s->era_label) {
-    tslab_label_entry_t* l = &a->labels[s->era_label - 1];
-    frees = &l->frees, bytes = &l->free_bytes, xfrees = &l->xfrees;
-  }
-  if (frees) {
-    atomic_fetch_add_explicit(frees, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(bytes, size, memory_order_relaxed);
-    if (cross) atomic_fetch_add_explicit(xfrees, 1, memory_order_relaxed);
-  }
-  tslab_spin_unlock(&es->mu);
-}
-
 /* Count a free of run s by a thread that does not own it. While the era is
  * active, in this thread's cache (which then counts for the era, 7.2); in a
  * closed era, or without a cache, in the era's slot (or its label, once the
@@ -514,7 +490,7 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, const tslab_run_
     if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     tslab_era_count_exit(es);
   } else {
-    count_left_ring(a, s, era, size, cross);
+    tslab_era_count_left_ring(a, s, era, size, cross);
   }
   if (tc) {
     tslab_bump(&tc->late[cls].frees, 1);

@@ -907,6 +907,18 @@ TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t 
   pthread_mutex_unlock(&a->heap.mu);
 }
 
+/* Era `era` left the ring: its spans still listed carry its label for their
+ * late frees (7.5). No span of it is linked any more (it is closed, and a
+ * span linked after its close backs out, 7.2), so an empty list needs no
+ * mutex. */
+TSLAB_INTERNAL void tslab_heap_span_label(tslab_t* a, uint32_t slot, uint64_t era, uint16_t label) {
+  if (!__atomic_load_n(&a->heap.spans[slot], __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&a->heap.mu);
+  for (tslab_run_t* r = a->heap.spans[slot]; r; r = r->era_next)
+    if (atomic_load_explicit(&r->era, memory_order_relaxed) == era) r->era_label = label;
+  pthread_mutex_unlock(&a->heap.mu);
+}
+
 TSLAB_INTERNAL bool tslab_heap_init(tslab_t* a) {
   a->heap.spans = tslab_os_map((size_t)a->ring_size * sizeof(tslab_run_t*));
   a->heap.decay_pending = tslab_os_map((size_t)a->ring_size * sizeof(*a->heap.decay_pending));

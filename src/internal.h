@@ -879,6 +879,7 @@ TSLAB_INTERNAL size_t tslab_heap_release_pool(tslab_t* a);
 TSLAB_INTERNAL size_t tslab_heap_decay_close(tslab_t* a, uint32_t slot);
 TSLAB_INTERNAL void tslab_heap_span_link(tslab_t* a, tslab_run_t* r, uint32_t slot);
 TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t slot);
+TSLAB_INTERNAL void tslab_heap_span_label(tslab_t* a, uint32_t slot, uint64_t era, uint16_t label);
 TSLAB_INTERNAL size_t tslab_heap_check(tslab_t* a, char* report, size_t cap);
 
 static inline size_t tslab_run_index(tslab_t* a, const tslab_run_t* r) {
@@ -1341,6 +1342,8 @@ static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a);
 TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era);
 TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status);
+TSLAB_INTERNAL void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
+                                              bool cross);
 
 /* large.c */
 TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r);

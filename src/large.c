@@ -49,6 +49,8 @@ static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
     atomic_fetch_sub_explicit(&es->slabs, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&es->slab_bytes, bytes, memory_order_relaxed);
     tslab_era_count_exit(es);
+  } else {
+    tslab_era_count_left_ring(a, r, era, bytes, cross);
   }
   atomic_fetch_add_explicit(&a->large_frees, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
