@@ -83,34 +83,6 @@ static void retire_label(tslab_t* a, tslab_epoch_slot_t* es) {
                                        atomic_load(&es->large_bytes_free));
 }
 
-/* A free of run r (a slab, a block or a span) of an era that has left the
- * ring (its slot claimed by a newer era), counted for the era's label (7.5,
- * "Late frees"), under the slot's mutex, which the next era's open holds
- * while it folds the slot's counters into the label: before that fold, in
- * the slot's counters (the fold takes them), after it, in the label the run
- * carries (none: the era had no label). */
-TSLAB_INTERNAL void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
-                                              bool cross) {
-  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
-  bool span = atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_LARGE;
-  tslab_spin_lock(&es->mu);
-  _Atomic uint64_t *frees = NULL, *bytes = NULL, *xfrees = NULL;
-  if (es->counts_era == era) {
-    frees = span ? &es->large_frees : &es->frees;
-    bytes = span ? &es->large_bytes_free : &es->free_bytes;
-    xfrees = &es->xfrees;
-  } else if (r->era_label) {
-    tslab_label_entry_t* l = &a->labels[r->era_label - 1];
-    frees = &l->frees, bytes = &l->free_bytes, xfrees = &l->xfrees;
-  }
-  if (frees) {
-    atomic_fetch_add_explicit(frees, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(bytes, size, memory_order_relaxed);
-    if (cross) atomic_fetch_add_explicit(xfrees, 1, memory_order_relaxed);
-  }
-  tslab_spin_unlock(&es->mu);
-}
-
 /* The slot starts over for a new era (its mutex held, inflight zero, and
  * nobody else can write its counters: relaxed stores). */
 static void slot_reset(tslab_epoch_slot_t* es) {

@@ -818,6 +818,34 @@ static inline void tslab_spin_lock(_Atomic uint32_t* l) {
 }
 static inline void tslab_spin_unlock(_Atomic uint32_t* l) { atomic_store_explicit(l, 0, memory_order_release); }
 
+/* A free of run r (a slab, a block or a span) of an era that has left the
+ * ring (its slot claimed by a newer era), counted for the era's label (7.5,
+ * "Late frees"), under the slot's mutex, which the next era's open holds
+ * while it folds the slot's counters into the label: before that fold, in
+ * the slot's counters (the fold takes them), after it, in the label the run
+ * carries (none: the era had no label). */
+static inline void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
+                                             bool cross) {
+  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
+  bool span = atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_LARGE;
+  tslab_spin_lock(&es->mu);
+  _Atomic uint64_t *frees = NULL, *bytes = NULL, *xfrees = NULL;
+  if (es->counts_era == era) {
+    frees = span ? &es->large_frees : &es->frees;
+    bytes = span ? &es->large_bytes_free : &es->free_bytes;
+    xfrees = &es->xfrees;
+  } else if (r->era_label) {
+    tslab_label_entry_t* l = &a->labels[r->era_label - 1];
+    frees = &l->frees, bytes = &l->free_bytes, xfrees = &l->xfrees;
+  }
+  if (frees) {
+    atomic_fetch_add_explicit(frees, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(bytes, size, memory_order_relaxed);
+    if (cross) atomic_fetch_add_explicit(xfrees, 1, memory_order_relaxed);
+  }
+  tslab_spin_unlock(&es->mu);
+}
+
 /* grace.c */
 TSLAB_INTERNAL bool tslab_grace_init(tslab_t* a);
 TSLAB_INTERNAL void tslab_grace_destroy(tslab_t* a);
@@ -827,6 +855,7 @@ static inline uint64_t tslab_grace_stamp(tslab_t* a) {
   atomic_thread_fence(memory_order_seq_cst);
   return atomic_load_explicit(&a->grace.gen, memory_order_seq_cst);
 }
+
 /* No other cache is inside a window now (a fence, then one load per cache):
  * metadata the caller retired before the call may be reused at once. */
 TSLAB_INTERNAL bool tslab_grace_quiet(tslab_t* a, const tslab_tcache_t* self);
@@ -1342,8 +1371,6 @@ static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_
 TSLAB_INTERNAL bool tslab_epochs_init(tslab_t* a);
 TSLAB_INTERNAL int tslab_epoch_reject_status(tslab_t* a, uint64_t era);
 TSLAB_INTERNAL void tslab_epoch_count_failure(tslab_t* a, int status);
-TSLAB_INTERNAL void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
-                                              bool cross);
 
 /* large.c */
 TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r);
