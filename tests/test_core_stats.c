@@ -320,13 +320,22 @@ static const tslab_stats_label_t* label_named(const tslab_stats_label_t* l, size
 
 /* Frees of an era's objects after the era left the ring (its slot taken by
  * a newer era) count for its label (found by review: they counted in the
- * instance's totals only, and the label showed their bytes as a leak, and
- * for spans, after that was fixed for runs). Block objects, slab objects and spans, some
- * freed by another thread, one, two and three slot reuses after the close,
- * one of them before its era left the ring; and the same with the label set
- * after the close. */
+ * instance's totals only, and the label showed their bytes as a leak; and
+ * for spans, after that was fixed for runs). Block objects, slab objects
+ * and spans, some freed by another thread, one, two and three slot reuses
+ * after the close, one of them before its era left the ring; and the same
+ * with the label set after the close. */
 static void* free_one(void* p) {
   return (void*)(uintptr_t)tslab_free(a, p);
+}
+
+/* Free p from a thread of its own; whether the free succeeded. */
+static bool free_in_other_thread(void* p) {
+  pthread_t t;
+  void* ok = NULL;
+  REQUIRE(pthread_create(&t, NULL, free_one, p) == 0);
+  pthread_join(t, &ok);
+  return ok != NULL;
 }
 
 static void check_late_label_frees(void) {
@@ -351,22 +360,8 @@ static void check_late_label_frees(void) {
       /* Two advances per reuse with a ring of two: e's slot takes a new era. */
       for (int k = 0; k < 2; k++) CHECK_EQ_U(tslab_epoch_close(a, tslab_epoch_advance(a)), TSLAB_OK);
       if (reuse == 1) CHECK(tslab_free(a, p[0]) && tslab_free(a, p[5]));
-      if (reuse == 2) {
-        CHECK(tslab_free(a, p[1]));
-        pthread_t t;
-        void* ok;
-        REQUIRE(pthread_create(&t, NULL, free_one, p[2]) == 0);
-        pthread_join(t, &ok);
-        CHECK(ok != NULL);
-      }
-      if (reuse == 3) {
-        CHECK(tslab_free(a, p[3]));
-        pthread_t t;
-        void* ok;
-        REQUIRE(pthread_create(&t, NULL, free_one, p[6]) == 0);
-        pthread_join(t, &ok);
-        CHECK(ok != NULL);
-      }
+      if (reuse == 2) CHECK(tslab_free(a, p[1]) && free_in_other_thread(p[2]));
+      if (reuse == 3) CHECK(tslab_free(a, p[3]) && free_in_other_thread(p[6]));
     }
     tslab_stats_label_t labels[8];
     size_t n = tslab_stats_labels(a, labels, 8);
