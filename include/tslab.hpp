@@ -149,7 +149,9 @@ enum class epoch_end {
 /* A std::pmr::memory_resource that allocates in one epoch: std::pmr
  * containers built on it keep their memory in that epoch. deallocate frees
  * (a block whose epoch was freed-all is already dead: its free is refused
- * and ignored). A failed allocation (a closed epoch, no memory) throws
+ * and ignored until another allocation reuses its memory, after which it
+ * would free that allocation: destroy containers before a free-all of their
+ * epoch, docs/CPP.md). A failed allocation (a closed epoch, no memory) throws
  * std::bad_alloc; see detail::allocation_failed. Allocations that need more
  * than tslab_alloc's alignment use tslab_aligned_alloc.
  *
