@@ -207,15 +207,15 @@ TSLAB_API int tslab_epoch_close(tslab_t* a, tslab_epoch_t e);
 
 /* Free-all close (arena semantics): close e and end every object still live
  * in it at once, in time proportional to the epoch's memory blocks, not to
- * its objects. When the call returns, pointers into e are dead:
- * tslab_usable_size() says 0, handles to e's objects are stale, and e's
- * memory is reusable by other epochs (its empty memory is treated as by
- * tslab_epoch_close()). Freeing a dead pointer is a double free: it returns
- * false (an invalid free) while its memory has not been allocated again,
- * and once an allocation of any epoch reuses that memory, which may happen
- * before this call returns, it frees that allocation, as a repeated free()
- * does with any allocator. A handle tells the incarnations apart: freeing a
- * stale one always fails. A free of one of e's objects that another thread
+ * its objects. When the call returns, pointers into e are dead, handles to
+ * e's objects are stale, and e's memory is reusable by other epochs (its
+ * empty memory is treated as by tslab_epoch_close()). A dead pointer is
+ * what any freed pointer is: until an allocation of any epoch reuses its
+ * memory, which may happen before this call returns, freeing it returns
+ * false (an invalid free) and tslab_usable_size() says 0; after that they
+ * act on that allocation (freeing it is a double free, as with any
+ * allocator). A handle tells the incarnations apart: freeing a stale one
+ * fails (section "Handles" for the one exception). A free of one of e's objects that another thread
  * makes concurrently takes effect before the object ends (it succeeds and
  * counts as a free) or after (a free of a dead pointer); nothing is lost or
  * counted twice. Works on an open or an already closed era; returns
@@ -299,7 +299,12 @@ TSLAB_API void* tslab_alloc_handle(tslab_t* a, size_t size, tslab_epoch_t e, tsl
  * freed or from another instance. */
 TSLAB_API void* tslab_handle_get(tslab_t* a, tslab_handle_t h);
 
-/* Free by handle. False for stale, forged, freed or foreign handles. */
+/* Free by handle. False for stale, forged, freed or foreign handles. One
+ * exception, a race inside a double free: when the handle's object is freed
+ * and its slot handed out again by the thread whose slab holds it while
+ * another thread's free of the now stale handle is between its check and
+ * its act (a few instructions), that free frees the new object
+ * (docs/ARCHITECTURE.md section 8). */
 TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h);
 
 /* ------------------------------------------------------------------------- */

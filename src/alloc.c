@@ -501,11 +501,13 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, const tslab_run_
   }
 }
 
-/* A free inside the caller's fenced window. */
-static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
-  tslab_run_view_t v;
-  if (!tslab_run_view(a, p, &v)) return false;
-  tslab_hook_point(TSLAB_HOOK_NONOWNER_VIEWED);
+/* The free of p in the run a view of it validated, inside the caller's
+ * fenced window: the view's descriptor stays the run's until the window
+ * ends (G1), while the memory may meanwhile be the run of another
+ * descriptor (a free-all or a retire gave it back), which a second lookup
+ * would act on. */
+static bool free_view_in_window(tslab_t* a, tslab_tcache_t* tc, const tslab_run_view_t* view, void* p) {
+  const tslab_run_view_t v = *view;
   if (v.kind == TSLAB_RUN_LARGE) return p == v.start && tslab_large_free(a, tc, v.r);
   uint32_t idx = tslab_slot_index(v.start, v.recip, v.slot_bytes, p);
   if (idx == UINT32_MAX) return false;
@@ -521,14 +523,23 @@ static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
   size_t size = v.kind == TSLAB_RUN_BLOCK ? tslab_block_object_size(v.starts, v.capacity, idx) : v.obj_size;
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-  bool notify;
-  if (!tslab_run_free_nonowner(a, s, idx, &notify)) return false;
+  bool notify, retire;
+  if (!tslab_run_free_nonowner(s, idx, &notify, &retire)) return false;
   count_nonowner_free(a, tc, s, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross);
+  if (retire) tslab_run_retire(a, s);
   if (owner) {
     if (v.kind == TSLAB_RUN_BLOCK) atomic_fetch_add_explicit(&owner->block_remote, 1, memory_order_release);
     if (notify) tslab_tcache_notify(owner, s);
   }
   return true;
+}
+
+/* A free inside the caller's fenced window. */
+static bool free_in_window(tslab_t* a, tslab_tcache_t* tc, void* p) {
+  tslab_run_view_t v;
+  if (!tslab_run_view(a, p, &v)) return false;
+  tslab_hook_point(TSLAB_HOOK_NONOWNER_VIEWED);
+  return free_view_in_window(a, tc, &v, p);
 }
 
 /* Every free that is not the fast path's: invalid pointers, spans, frees by
@@ -701,20 +712,19 @@ static inline __attribute__((always_inline)) bool handle_names_live(uint32_t kin
 }
 
 /* The object handle h names, if it is live and the generation matches; in
- * the caller's fenced window. */
-static void* handle_target_in_window(tslab_t* a, tslab_handle_t h) {
+ * the caller's fenced window, with the view of its run in *v. */
+static void* handle_target_in_window(tslab_t* a, tslab_handle_t h, tslab_run_view_t* v) {
   if (h == 0) return NULL;
   handle_fields_t f = handle_unpack(a, h);
   if (f.start - (uintptr_t)a->base >= a->reserve) return NULL;
   void* p = NULL;
-  tslab_run_view_t v;
-  if (tslab_run_view(a, (void*)f.start, &v) && (uintptr_t)v.start == f.start) {
-    if (v.kind == TSLAB_RUN_LARGE) {
-      if (f.idx == 0 && TSLAB_RLOAD(v.r->gen) == f.gen &&
-          atomic_load_explicit(&v.r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
-        p = v.start;
-    } else if (f.idx < v.capacity && handle_names_live(v.kind, v.r, v.bits, f)) {
-      p = v.start + (size_t)f.idx * v.obj_size;
+  if (tslab_run_view(a, (void*)f.start, v) && (uintptr_t)v->start == f.start) {
+    if (v->kind == TSLAB_RUN_LARGE) {
+      if (f.idx == 0 && TSLAB_RLOAD(v->r->gen) == f.gen &&
+          atomic_load_explicit(&v->r->large_state, memory_order_acquire) == TSLAB_LARGE_LIVE)
+        p = v->start;
+    } else if (f.idx < v->capacity && handle_names_live(v->kind, v->r, v->bits, f)) {
+      p = v->start + (size_t)f.idx * v->obj_size;
     }
   }
   return p;
@@ -739,7 +749,8 @@ static void* handle_target(tslab_t* a, tslab_handle_t h) {
   if (!a) return NULL;
   tslab_tcache_t* tc = tslab_tcache_find(a);
   tslab_window_enter(a, tc);
-  void* p = handle_target_in_window(a, h);
+  tslab_run_view_t v;
+  void* p = handle_target_in_window(a, h, &v);
   tslab_window_exit(a, tc);
   return p;
 }
@@ -805,11 +816,13 @@ TSLAB_API bool tslab_free_handle(tslab_t* a, tslab_handle_t h) {
     tslab_busy_exit(tc);
   }
   /* Otherwise the handle is checked and its object freed in one fenced
-   * window, so the slot cannot be freed and handed out again in between. */
+   * window, in the run the check found (section 8). */
   tc = tslab_tcache_for_free(a);
   tslab_window_enter(a, tc);
-  void* p = handle_target_in_window(a, h);
-  bool ok = p && free_in_window(a, tc, p);
+  tslab_run_view_t v;
+  void* p = handle_target_in_window(a, h, &v);
+  tslab_hook_point(TSLAB_HOOK_NONOWNER_VIEWED);
+  bool ok = p && free_view_in_window(a, tc, &v, p);
   tslab_window_exit(a, tc);
   if (!ok) return fail_free(a, TSLAB_ERR_INVALID_HANDLE);
   return true;

@@ -30,7 +30,7 @@ uint64_t tslab_fault_injected(void);
  * that metadata is not reused under it). The hook runs on the thread that
  * reaches the point; NULL (the default) turns it off. */
 enum tslab_hook_id {
-  TSLAB_HOOK_NONOWNER_VIEWED = 1, /* a non-owner free has read the run's metadata, not yet validated its slot */
+  TSLAB_HOOK_NONOWNER_VIEWED = 1, /* a non-owner free has read the run's metadata, not yet acted on its slot */
   TSLAB_HOOK_OPEN_CURRENT = 2,    /* an advance opening its era has read `current`, not yet moved it */
   TSLAB_HOOK_CLOSE_DETACHED = 3,  /* a close has taken its era off the caches, not yet added their counts */
   TSLAB_HOOK_DRAIN_PARTWAY = 4,   /* an owner has settled one queued slab of a notification drain, more remain */

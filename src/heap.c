@@ -908,14 +908,19 @@ TSLAB_INTERNAL void tslab_heap_span_unlink(tslab_t* a, tslab_run_t* r, uint32_t 
 }
 
 /* Era `era` left the ring: its spans still listed carry its label for their
- * late frees (7.5). No span of it is linked any more (it is closed, and a
+ * late frees (7.5). They are the list's head: spans are linked at its head
+ * when allocated, the slot's earlier eras closed before this one was
+ * claimed, and the next era is not open yet; so the walk stops at the first
+ * span of another era (the list may hold many of earlier eras' spans that
+ * outlive them). No span of the era is linked any more (it is closed, and a
  * span linked after its close backs out, 7.2), so an empty list needs no
  * mutex. */
 TSLAB_INTERNAL void tslab_heap_span_label(tslab_t* a, uint32_t slot, uint64_t era, uint16_t label) {
   if (!__atomic_load_n(&a->heap.spans[slot], __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&a->heap.mu);
-  for (tslab_run_t* r = a->heap.spans[slot]; r; r = r->era_next)
-    if (atomic_load_explicit(&r->era, memory_order_relaxed) == era) r->era_label = label;
+  for (tslab_run_t* r = a->heap.spans[slot]; r && atomic_load_explicit(&r->era, memory_order_relaxed) == era;
+       r = r->era_next)
+    r->era_label = label;
   pthread_mutex_unlock(&a->heap.mu);
 }
 

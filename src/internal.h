@@ -154,7 +154,10 @@ enum tslab_bin_list {
   TSLAB_LIST_PARKED,
   TSLAB_LIST_FULL     /* a block that stopped bumping, still attached */
 };
-enum tslab_large_state { TSLAB_LARGE_LIVE = 1, TSLAB_LARGE_FREED = 2 };
+/* A span's life: LIVE, then FREED by the one free (or free-all) that wins
+ * the exchange, COUNTED once that party has counted it, still listed (a
+ * fork child finishes either, src/large.c). */
+enum tslab_large_state { TSLAB_LARGE_LIVE = 1, TSLAB_LARGE_FREED = 2, TSLAB_LARGE_COUNTED = 3 };
 
 typedef struct tslab_tcache tslab_tcache_t;
 typedef struct tslab_run tslab_run_t;
@@ -971,7 +974,7 @@ static inline bool tslab_run_view(tslab_t* a, const void* p, tslab_run_view_t* v
 TSLAB_INTERNAL tslab_run_t* tslab_slab_new(tslab_t* a, tslab_tcache_t* tc, uint32_t cls, uint64_t era);
 TSLAB_INTERNAL uint32_t tslab_slab_collect(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL void tslab_slab_bump_gen(tslab_run_t* s, uint32_t idx);
-TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, tslab_run_t* s, uint32_t idx, bool* notified);
+TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_run_t* s, uint32_t idx, bool* notify, bool* retire);
 TSLAB_INTERNAL int64_t tslab_run_detach(tslab_t* a, tslab_run_t* s);
 TSLAB_INTERNAL uint64_t tslab_run_kill(tslab_t* a, tslab_run_t* s, uint64_t* remote_frees);
 TSLAB_INTERNAL bool tslab_run_live_add(tslab_run_t* s, int64_t delta);

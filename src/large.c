@@ -34,12 +34,14 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
   return r->start;
 }
 
-/* The party that won the span's LIVE -> FREED exchange: counts and gives the
- * run back. `cross`: freed by another cache than the creator. */
-static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
+/* The party that won the span's LIVE -> FREED exchange counts it (then marks
+ * it COUNTED), while the span is still on its slot's span list: an era's
+ * open marks the era's listed spans with its label before it folds the
+ * slot's counts, so a late free counted after an unlink could miss both
+ * (7.5). `cross`: freed by another cache than the creator. */
+static void span_count(tslab_t* a, tslab_run_t* r, bool cross) {
   uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
   size_t bytes = tslab_run_bytes(r);
-  tslab_heap_span_unlink(a, r, (uint32_t)(era & a->ring_mask));
   if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
   tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
   if (es) {
@@ -54,6 +56,13 @@ static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
   }
   atomic_fetch_add_explicit(&a->large_frees, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&a->large_bytes_live, bytes, memory_order_relaxed);
+  atomic_store_explicit(&r->large_state, TSLAB_LARGE_COUNTED, memory_order_relaxed);
+}
+
+/* Then it takes the span off the list and gives the run back. */
+static void span_give_back(tslab_t* a, tslab_run_t* r) {
+  uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
+  tslab_heap_span_unlink(a, r, (uint32_t)(era & a->ring_mask));
   /* A span of an era still active may stay in the pool beyond its bound for
    * a while, as an empty slab does (decay, section 5): a program that frees
    * a buffer allocates the next one soon. */
@@ -61,6 +70,11 @@ static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
   r->heap_next = NULL;
   size_t released = tslab_heap_retire_list(a, r, !tslab_era_active(a, era), &owner);
   if (released) tslab_era_count_released(a, era, released);
+}
+
+static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
+  span_count(a, r, cross);
+  span_give_back(a, r);
 }
 
 /* Exactly one free of a span wins the LIVE -> FREED transition. Called in the
@@ -132,12 +146,15 @@ TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a) {
   while (freed) {
     tslab_run_t* r = freed;
     freed = r->heap_next;
-    /* Still listed: nothing of its free was done but the exchange. */
+    /* Still listed: its free has counted it (COUNTED) or done nothing but
+     * the exchange (FREED). */
     uint32_t slot = (uint32_t)(atomic_load(&r->era) & a->ring_mask);
-    if (r->era_prev || a->heap.spans[slot] == r)
+    if (!r->era_prev && a->heap.spans[slot] != r)
+      tslab_heap_retire(a, r, false);
+    else if (atomic_load(&r->large_state) == TSLAB_LARGE_FREED)
       span_retire(a, r, false);
     else
-      tslab_heap_retire(a, r, false);
+      span_give_back(a, r);
   }
   /* The instance's span counts agree with the spans (the vanished thread's
    * own counts may have been half done). */

@@ -175,14 +175,14 @@ TSLAB_INTERNAL bool tslab_run_live_add(tslab_run_t* s, int64_t delta) {
   return atomic_fetch_add_explicit(&s->live, delta, memory_order_acq_rel) + delta == 0;
 }
 
-/* The free of a detached run's slot: clear the alloc bit; the free that
- * brings live to zero retires the run. */
-static bool detached_free(tslab_t* a, tslab_run_t* s, uint32_t idx) {
+/* The free of a detached run's slot: clear the alloc bit. The free that
+ * brings live to zero is the run's retirer (*retire). */
+static bool detached_free(tslab_run_t* s, uint32_t idx, bool* retire) {
   uint64_t bit = 1ull << (idx & 63);
   uint64_t old = atomic_fetch_and_explicit(&s->bits[2 * (idx >> 6)], ~bit, memory_order_acq_rel);
   if (!(old & bit)) return false;
   tslab_slab_bump_gen(s, idx);
-  if (tslab_run_live_add(s, -1)) tslab_run_retire(a, s);
+  *retire = tslab_run_live_add(s, -1);
   return true;
 }
 
@@ -190,10 +190,13 @@ static bool detached_free(tslab_t* a, tslab_run_t* s, uint32_t idx) {
  * its fenced window, on the view it validated (docs/ARCHITECTURE.md 3.1).
  * The metadata stays what the view says until the window ends (G1). Returns
  * whether the free took effect; *notify tells the caller to notify the
- * owner of an ARMED slab. */
-TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, tslab_run_t* s, uint32_t idx, bool* notify) {
-  *notify = false;
-  if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) return detached_free(a, s, idx);
+ * owner of an ARMED slab, *retire to retire the detached run the free
+ * emptied (tslab_run_retire), once it has counted the free: the retire
+ * takes the run off its era's detached list, where a free counted after it
+ * could miss its era's label (7.5). */
+TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_run_t* s, uint32_t idx, bool* notify, bool* retire) {
+  *notify = *retire = false;
+  if (atomic_load_explicit(&s->mode, memory_order_seq_cst) == TSLAB_DETACHED) return detached_free(s, idx, retire);
   uint32_t w = idx >> 6;
   uint64_t bit = 1ull << (idx & 63);
   if (!(atomic_load_explicit(&s->bits[2 * w], memory_order_relaxed) & bit) ||
@@ -206,7 +209,7 @@ TSLAB_INTERNAL bool tslab_run_free_nonowner(tslab_t* a, tslab_run_t* s, uint32_t
     /* A close detached the run meanwhile. Whoever clears the remote bit
      * accounts for the free: the closer's exchange, or this take-back. */
     if (atomic_fetch_and_explicit(&s->bits[2 * w + 1], ~bit, memory_order_seq_cst) & bit)
-      return detached_free(a, s, idx);
+      return detached_free(s, idx, retire);
     return true;
   }
   /* Every remote free of the run would write the hint's line, which run

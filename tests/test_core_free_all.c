@@ -472,6 +472,68 @@ static void test_handles_across_reuse(void) {
   tslab_destroy(a);
 }
 
+/* ---- a handle free held between its check and its act ---- */
+
+/* A handle free checks the handle on the run it finds, then frees in that
+ * run. Held between the two (a preemption there), the free-all ends the
+ * object and gives the run back, and an allocation of another epoch formats
+ * the memory again (a fresh descriptor: the held window keeps the old one
+ * from reuse) and gets the same address. The held free must act on the run
+ * it checked, where the object is dead, and fail (found by review: it
+ * looked the pointer up again and freed the new epoch's object). */
+struct held_handle_free {
+  tslab_t* a;
+  tslab_handle_t h;
+  int slot;
+  bool ok;
+};
+
+static void* held_handle_run(void* arg) {
+  struct held_handle_free* j = arg;
+  atomic_store(&tu_held.thread[j->slot], (uintptr_t)pthread_self());
+  j->ok = tslab_free_handle(j->a, j->h);
+  return NULL;
+}
+
+static void test_handle_free_held_across_reuse(void) {
+  tslab_config_t c;
+  tslab_config_init(&c);
+  c.block_budget = 0; /* class slabs: the run given back is a slab */
+  tslab_t* a = tslab_create(&c);
+  REQUIRE(a != NULL);
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  tslab_handle_t hx;
+  void* x = tslab_alloc_handle(a, 5000, e, &hx);
+  REQUIRE(x != NULL);
+  struct held_handle_free j = {a, hx, 0, true};
+  tslab_hook_set(tu_held_hook);
+  atomic_store(&tu_held.held[0], 0);
+  atomic_store(&tu_held.go[0], 0);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, held_handle_run, &j) == 0);
+  tu_wait_flag(&tu_held.held[0]); /* the handle is checked: x is live */
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  tslab_epoch_t f = tslab_epoch_advance(a);
+  enum { TRIES = 64 };
+  void* y[TRIES];
+  tslab_handle_t hy[TRIES];
+  int n = 0;
+  do {
+    REQUIRE((y[n] = tslab_alloc_handle(a, 5000, f, &hy[n])) != NULL);
+  } while (y[n++] != x && n < TRIES);
+  REQUIRE(y[n - 1] == x); /* the memory was formatted again for f */
+  atomic_store(&tu_held.go[0], 1);
+  pthread_join(t, NULL);
+  tslab_hook_set(NULL);
+  atomic_store(&tu_held.thread[0], 0);
+  CHECK(!j.ok);
+  CHECK(tslab_handle_get(a, hy[n - 1]) == x);
+  CHECK(tslab_usable_size(a, x) >= 5000);
+  for (int i = 0; i < n; i++) CHECK(tslab_free_handle(a, hy[i]));
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
 int main(void) {
   test_open_epoch();
   test_idle_holder();
@@ -480,5 +542,6 @@ int main(void) {
   test_blocks_then_slabs();
   test_remote_free_killed();
   test_handles_across_reuse();
+  test_handle_free_held_across_reuse();
   TEST_DONE();
 }

@@ -377,8 +377,128 @@ static void check_late_label_frees(void) {
   a = saved;
 }
 
+/* Late frees racing the opens that take their era's slot: producers open
+ * short eras (some labelled, spans and slab objects in each), close them
+ * and hand the objects to freers; a thread sets and clears labels of recent
+ * eras; the ring has two slots, so most frees come after their era left it.
+ * Every label's frees must match its allocations (found by review: a free
+ * that took its run or span off the era's list before the open marked the
+ * list, and counted after the open's fold, counted nowhere). */
+enum { RACE_ROUNDS = 3000, RACE_QUEUE = 4096 };
+
+static struct {
+  void* q[RACE_QUEUE];
+  unsigned head, tail;
+  pthread_mutex_t mu;
+  atomic_int producers_left, stop;
+  _Atomic uint64_t current;
+} race = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void race_push(void* p) {
+  for (;;) {
+    pthread_mutex_lock(&race.mu);
+    if (race.tail - race.head < RACE_QUEUE) {
+      race.q[race.tail++ % RACE_QUEUE] = p;
+      pthread_mutex_unlock(&race.mu);
+      return;
+    }
+    pthread_mutex_unlock(&race.mu);
+    sched_yield();
+  }
+}
+
+static void* race_pop(void) {
+  void* p = NULL;
+  pthread_mutex_lock(&race.mu);
+  if (race.tail != race.head) p = race.q[race.head++ % RACE_QUEUE];
+  pthread_mutex_unlock(&race.mu);
+  return p;
+}
+
+static void* race_producer(void* arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  for (int r = 0; r < RACE_ROUNDS; r++) {
+    tslab_epoch_t e = tslab_epoch_advance(a);
+    atomic_store(&race.current, e);
+    if (rand_r(&seed) % 2) tslab_epoch_set_label(a, e, rand_r(&seed) % 2 ? "x" : "y");
+    void* keep[8];
+    int k = 0;
+    for (int i = 0, n = 1 + rand_r(&seed) % 4; i < n; i++) {
+      keep[k++] = tslab_alloc(a, 40000 + (size_t)(rand_r(&seed) % 200000), e); /* a span */
+      keep[k++] = tslab_alloc(a, 16 + (size_t)(rand_r(&seed) % 3000), e);
+    }
+    CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+    for (int i = 0; i < k; i++) {
+      REQUIRE(keep[i] != NULL);
+      race_push(keep[i]);
+    }
+  }
+  atomic_fetch_sub(&race.producers_left, 1);
+  return NULL;
+}
+
+static void* race_freer(void* arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  for (;;) {
+    void* p = race_pop();
+    if (!p) {
+      if (atomic_load(&race.producers_left) == 0) return NULL;
+      sched_yield();
+      continue;
+    }
+    if (rand_r(&seed) % 4 == 0) sched_yield();
+    CHECK(tslab_free(a, p));
+  }
+}
+
+static void* race_labeller(void* arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  static const char* names[] = {"x", "y", "z", NULL};
+  tslab_stats_label_t labels[8];
+  while (!atomic_load(&race.stop)) {
+    tslab_epoch_set_label(a, atomic_load(&race.current) - (uint64_t)(rand_r(&seed) % 3), names[rand_r(&seed) % 4]);
+    tslab_stats_labels(a, labels, 8);
+  }
+  return NULL;
+}
+
+static void check_late_frees_racing_opens(void) {
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.epoch_ring_size = 2;
+  tslab_t* saved = a;
+  a = tslab_create(&cfg);
+  REQUIRE(a != NULL);
+  CHECK_EQ_U(tslab_epoch_close(a, tslab_epoch_current(a)), TSLAB_OK);
+  atomic_store(&race.producers_left, 2);
+  atomic_store(&race.stop, 0);
+  pthread_t t[5];
+  for (int i = 0; i < 2; i++) REQUIRE(pthread_create(&t[i], NULL, race_producer, (void*)(uintptr_t)(i + 1)) == 0);
+  for (int i = 2; i < 4; i++) REQUIRE(pthread_create(&t[i], NULL, race_freer, (void*)(uintptr_t)(i + 1)) == 0);
+  REQUIRE(pthread_create(&t[4], NULL, race_labeller, (void*)(uintptr_t)5) == 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  atomic_store(&race.stop, 1);
+  pthread_join(t[4], NULL);
+  /* Two more opens of each slot: every era's counts are in its label. */
+  for (int i = 0; i < 4; i++) CHECK_EQ_U(tslab_epoch_close(a, tslab_epoch_advance(a)), TSLAB_OK);
+  tslab_stats_label_t labels[8];
+  size_t n = tslab_stats_labels(a, labels, 8);
+  CHECK(n >= 2);
+  for (size_t i = 0; i < n; i++) {
+    CHECK_EQ_U(labels[i].frees_total, labels[i].allocations_total);
+    CHECK_EQ_U(labels[i].live_bytes, 0);
+  }
+  tslab_stats_global_t g;
+  tslab_stats_global(a, &g);
+  CHECK_EQ_U(g.live_objects, 0);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+  a = saved;
+}
+
 int main(void) {
   check_late_label_frees();
+  check_late_frees_racing_opens();
   check_sampling();
   check_block_counts();
   check_parked_slabs();
