@@ -337,32 +337,22 @@ TSLAB_INTERNAL uint64_t tslab_os_thread_cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* /proc/self/statm stays open: epoch close reads RSS twice, and opening the
- * file costs more than reading it. The pid tells a forked child to reopen
- * (the descriptor names the parent's process). */
-static _Atomic int statm_fd = -1;
-static _Atomic pid_t statm_pid;
-
-static int statm(void) {
-  pid_t pid = getpid();
-  int fd = atomic_load_explicit(&statm_fd, memory_order_acquire);
-  if (fd >= 0 && atomic_load_explicit(&statm_pid, memory_order_relaxed) == pid) return fd;
-  int nfd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (nfd < 0) return -1;
-  if (atomic_compare_exchange_strong(&statm_fd, &fd, nfd)) {
-    atomic_store(&statm_pid, pid);
-    if (fd >= 0) close(fd); /* this process's copy of the parent's */
-    return nfd;
-  }
-  close(nfd);
-  return fd;
-}
-
+/* The process's resident bytes, from /proc/self/statm. The file is opened
+ * for each reading: a descriptor kept open belongs to the program's table,
+ * where a fork child or a program that closes every descriptor (a daemon's
+ * closefrom) would find its number taken by a file of its own, which the
+ * allocator would then read from and close (found by review). And the calls
+ * go straight to the kernel: the C library's open, pread and close are
+ * cancellation points, and an epoch close reads RSS after it has marked its
+ * era CLOSING, so a thread cancelled there left the era closing for good and
+ * every later close of it waiting (found by review). Epoch closes read RSS
+ * only when they release memory, with system calls of their own. */
 TSLAB_API uint64_t tslab_process_rss(void) {
-  int fd = statm();
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
-  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  long n = syscall(SYS_pread64, (int)fd, buf, sizeof buf - 1, (off_t)0);
+  syscall(SYS_close, (int)fd);
   if (n <= 0) return 0;
   buf[n] = 0;
   /* "size resident shared ...": the second field, in pages. */
@@ -371,5 +361,5 @@ TSLAB_API uint64_t tslab_process_rss(void) {
   if (*c != ' ') return 0;
   uint64_t resident = 0;
   for (c++; *c >= '0' && *c <= '9'; c++) resident = resident * 10 + (uint64_t)(*c - '0');
-  return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+  return resident * tslab_os_page_size();
 }

@@ -330,7 +330,31 @@ static void test_fork_drain(void) {
   tslab_destroy(drain_inst);
 }
 
+/* The allocator keeps no descriptor of its own: a child that closes every
+ * descriptor and opens a file of its own (a daemon's closefrom) keeps that
+ * file through the allocator's readings of the process's RSS (found by
+ * review: the descriptor of /proc/self/statm stayed open, and the child's
+ * first reading closed it by number: the child's file). */
+static void test_fork_descriptors(void) {
+  (void)tslab_process_rss(); /* the parent reads RSS first */
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    for (int fd = 3; fd < 256; fd++) close(fd);
+    int fds[2];
+    if (pipe(fds) != 0) _exit(2);
+    int reads = tslab_process_rss() > 0;
+    reads += tslab_process_rss() > 0;
+    char c = 'x';
+    _exit(reads == 2 && write(fds[1], &c, 1) == 1 && read(fds[0], &c, 1) == 1 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(fork_wait_child(pid, &status, CHILD_DEADLINE_S));
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void) {
+  test_fork_descriptors();
   test_fork_drain();
   test_fork_stale_entry();
   a = tslab_create(NULL);
