@@ -653,6 +653,9 @@ struct tslab {
   _Atomic(tslab_tcache_t*) caches;    /* append-only list, read lock-free */
   tslab_tcache_t* abandoned;
   _Atomic uint64_t ncaches, nattached;
+  /* Exiting threads flushing a cache of this instance now (taken under the
+   * live-instance mutex while the instance is live; destroy waits for 0). */
+  _Atomic uint32_t exiting;
 
   /* Instance-wide counters for what no thread cache can count. */
   _Atomic uint64_t invalid_frees;

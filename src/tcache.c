@@ -1214,19 +1214,38 @@ static void abandon(tslab_t* a, tslab_tcache_t* tc) {
   pthread_mutex_unlock(&a->reg_mu);
 }
 
-static void abandon_entry(tslab_tls_entry_t* e) {
-  if (e->inst && instance_alive_locked(e->inst, e->id)) abandon(e->inst, e->tc);
-  tls_entry_clear(e);
+/* An entry whose instance is live takes an exit reference on it (live
+ * mutex held): the instance is not destroyed until the entry's cache is
+ * flushed. Others are cleared. */
+static void pin_entry_locked(tslab_tls_entry_t* e) {
+  if (e->inst && instance_alive_locked(e->inst, e->id))
+    atomic_fetch_add_explicit(&e->inst->exiting, 1, memory_order_relaxed);
+  else
+    tls_entry_clear(e);
 }
 
-/* Thread exit: flush and abandon this thread's caches of live instances. The
- * live-instance mutex is held so no instance is destroyed meanwhile. */
+static void abandon_entry(tslab_tls_entry_t* e) {
+  if (!e->inst) return;
+  tslab_t* a = e->inst;
+  abandon(a, e->tc);
+  tls_entry_clear(e);
+  atomic_fetch_sub_explicit(&a->exiting, 1, memory_order_release);
+}
+
+/* Thread exit: flush and abandon this thread's caches of live instances.
+ * The live-instance mutex is held only to pin them (exit references), not
+ * across the flushes: every exiting thread of the process took it, and
+ * exits queued behind one another's flushes while new threads took fresh
+ * caches (found by review: Larson with 16 threads reached 1,290 caches and
+ * 4 GB; exiting threads blocked on the mutex by the thousand). */
 static void thread_exit(void* arg) {
   (void)arg;
   pthread_mutex_lock(&live_mu);
+  pin_entry_locked(&tslab_tls_last);
+  for (size_t i = 0; i < tls_extra.len; i++) pin_entry_locked(&extra_items()[i]);
+  pthread_mutex_unlock(&live_mu);
   abandon_entry(&tslab_tls_last);
   for (size_t i = 0; i < tls_extra.len; i++) abandon_entry(&extra_items()[i]);
-  pthread_mutex_unlock(&live_mu);
   if (tls_extra.items) tslab_os_unmap(tls_extra.items, tls_extra.bytes);
   tls_extra = (map_array_t){0};
   tls_exited = true;
@@ -1244,6 +1263,8 @@ TSLAB_INTERNAL void tslab_tcache_forget_instance(tslab_t* a) {
   atomic_fetch_add_explicit(&destroyed, 1, memory_order_release);
   pthread_mutex_unlock(&live_mu);
   if (tslab_tls_last.inst == a) tls_entry_clear(&tslab_tls_last);
+  /* No exit pins it any more: wait for the flushes of those that did. */
+  while (atomic_load_explicit(&a->exiting, memory_order_acquire)) sched_yield();
 }
 
 TSLAB_INTERNAL void tslab_tcache_destroy_all(tslab_t* a) {
