@@ -266,7 +266,10 @@ TSLAB_API TSLAB_MALLOC_LIKE void* tslab_aligned_alloc(tslab_t* a, size_t alignme
  * (there is no epoch to take): use tslab_alloc. size 0 fails with
  * TSLAB_ERR_BAD_SIZE and leaves p untouched. When p's epoch is closed the
  * object may still shrink or grow within its size class, but a move fails
- * with TSLAB_ERR_EPOCH_CLOSED. On failure p is untouched. */
+ * with TSLAB_ERR_EPOCH_CLOSED. On failure p is untouched. A large object
+ * (above 32 KiB) that moves to grow gets room for half as much again
+ * (tslab_usable_size() shows it), so growing a buffer in small steps copies
+ * a linear number of bytes in all. */
 TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size);
 
 /* Free p. Returns true on success and for p == NULL. Returns false (and

@@ -284,6 +284,26 @@ static void test_calloc_realloc_aligned(void) {
   CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_BAD_SIZE);
   CHECK(tslab_realloc(a, NULL, 10) == NULL);
   CHECK_EQ_U(tslab_last_error(), TSLAB_ERR_INVALID_POINTER);
+  /* A buffer grown in 4 KiB steps to 16 MiB moves a logarithmic number of
+   * times (found by review: once per step past 32 KiB, a quadratic number
+   * of bytes copied), its contents kept. */
+  {
+    size_t n = 4096, moves = 0;
+    unsigned char* g = tslab_alloc(a, n, e);
+    REQUIRE(g != NULL);
+    memset(g, 0x3c, n);
+    for (; n < ((size_t)16 << 20); n += 4096) {
+      unsigned char* h = tslab_realloc(a, g, n + 4096);
+      REQUIRE(h != NULL);
+      moves += h != g;
+      CHECK(h[0] == 0x3c && h[n - 1] == 0x3c);
+      memset(h + n, 0x3c, 4096);
+      g = h;
+    }
+    CHECK(moves <= 40);
+    CHECK(tslab_usable_size(a, g) >= n);
+    CHECK(tslab_free(a, g));
+  }
   /* A move out of a closed epoch fails and leaves p alone. */
   CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
   CHECK(tslab_realloc(a, r, 4000) == NULL);
