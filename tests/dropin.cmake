@@ -6,7 +6,7 @@
 # An allocator that replaces malloc cannot run beside AddressSanitizer or
 # ThreadSanitizer, which own malloc themselves: sanitizer builds do not
 # build the drop-in, and its tests skip with a message.
-set(DROPIN_TESTS test_dropin_malloc test_dropin_scope test_dropin_fork test_dropin_threads
+set(DROPIN_TESTS test_dropin_malloc test_dropin_scope test_dropin_fork test_dropin_threads test_dropin_ring
   test_dropin_dlopen test_dropin_cxx test_dropin_malloc_linked test_dropin_malloc_static
   test_dropin_scope_static test_dropin_options test_dropin_namesakes test_dropin_namesakes_linked
   test_dropin_namesakes_static test_dropin_compat test_dropin_compat_domain test_dropin_compat_static
@@ -53,6 +53,9 @@ tslab_add_dropin_test(test_dropin_scope ${DROPIN_DIR}/test_dropin_scope.c)
 tslab_add_dropin_test(test_dropin_scope_static ${DROPIN_DIR}/test_dropin_scope.c LINK static)
 tslab_add_dropin_test(test_dropin_fork ${DROPIN_DIR}/test_dropin_fork.c)
 tslab_add_dropin_test(test_dropin_threads ${DROPIN_DIR}/test_dropin_threads.c)
+tslab_add_dropin_test(test_dropin_ring ${DROPIN_DIR}/test_dropin_ring.c)
+set_tests_properties(test_dropin_ring PROPERTIES
+  ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:tslab_malloc>;TSLAB_EPOCH_RING_SIZE=4")
 
 include(CheckLanguage)
 check_language(CXX)

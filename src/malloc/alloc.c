@@ -18,6 +18,7 @@
  * instance counts: free ignores it, realloc fails with EINVAL,
  * malloc_usable_size says 0. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -41,12 +42,18 @@ void* dropin_alloc_slow(size_t size, size_t alignment, bool zero) {
   } else {
     tslab_t* a = dropin_heap();
     tslab_epoch_t e = dropin_thread_epoch();
-    /* At most: the scope's epoch, the process epoch, a renewed process epoch. */
-    for (int attempt = 0; attempt < 3 && !p; attempt++) {
+    /* The scope's epoch, then the process epoch, renewed while other
+     * threads' advances keep closing it (more requests in flight than the
+     * ring has slots force-close the oldest epoch, the process one among
+     * them): a malloc fails only when memory does (found by review: three
+     * tries, then NULL with memory to spare). Past the first tries the
+     * thread yields, so the advances that close the epoch finish. */
+    for (int attempt = 0; attempt < 1000 && !p; attempt++) {
       p = alloc_in(a, size, alignment, zero, e);
       if (p) break;
       int st = tslab_last_error();
       if (st != TSLAB_ERR_EPOCH_CLOSED && st != TSLAB_ERR_EPOCH_STALE) break;
+      if (attempt >= 3) sched_yield();
       tslab_epoch_t process = dropin_process_epoch();
       if (e != process) {
         DROPIN_COUNT(scope_fallbacks);
