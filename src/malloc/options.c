@@ -138,7 +138,10 @@ void dropin_options_read(dropin_options_t* o) {
       invalid("TSLAB_EPOCH_RING_SIZE", v);
   }
   if ((v = getenv("TSLAB_MAX_ALLOC_SIZE")) && *v) {
-    if (parse_size(v, &n) && n > 0)
+    /* At least 1 MiB: below that, everyday requests (a stdio buffer grown,
+     * a hash table) fail, and programs die in their own out-of-memory
+     * paths (found by review: `sh` and `python3` crashed at 100 bytes). */
+    if (parse_size(v, &n) && n >= ((size_t)1 << 20))
       max_alloc = n;
     else
       invalid("TSLAB_MAX_ALLOC_SIZE", v);

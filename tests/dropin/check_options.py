@@ -86,8 +86,9 @@ try:
     check(cfg["pool_decay_max"] == 2 << 20 and cfg["pool_decay_ms"] == 250, f"decay options: {cfg}")
 except (ValueError, KeyError) as e:
     check(False, f"decay options: {e}: {r.stderr!r}")
-r = run({"TSLAB_POOL_DECAY_MS": "5k", "TSLAB_POOL_DECAY_MAX": "lots"})
-for name in ["TSLAB_POOL_DECAY_MS", "TSLAB_POOL_DECAY_MAX"]:
+r = run({"TSLAB_POOL_DECAY_MS": "5k", "TSLAB_POOL_DECAY_MAX": "lots", "TSLAB_MAX_ALLOC_SIZE": "100"})
+check(r.returncode == 0, f"a too small TSLAB_MAX_ALLOC_SIZE kept the default: {r.stderr!r}")
+for name in ["TSLAB_POOL_DECAY_MS", "TSLAB_POOL_DECAY_MAX", "TSLAB_MAX_ALLOC_SIZE"]:
     check(f"ignoring {name}=" in r.stderr, f"no warning for {name}: {r.stderr!r}")
 
 # The endpoint: port 0 picks a free one, which TSLAB_VERBOSE reports.
