@@ -55,7 +55,8 @@ TSLAB_API int tslab_malloc_scope_enter(tslab_epoch_t e);
 
 /* Leave the innermost scope, which must be on e: TSLAB_ERR_NOT_ENTERED when
  * no scope is entered, TSLAB_ERR_NOT_INNERMOST when the innermost scope is
- * on another epoch. Leaving never closes e. */
+ * on another epoch or is a domain's (leave that with
+ * tslab_malloc_domain_exit). Leaving never closes e. */
 TSLAB_API int tslab_malloc_scope_exit(tslab_epoch_t e);
 
 /* Enter a domain of tslab_malloc_instance() (tslab_domain_enter) and a
@@ -68,7 +69,8 @@ TSLAB_API int tslab_malloc_domain_enter(tslab_domain_t* d);
 /* Leave the scope entered by tslab_malloc_domain_enter(d) and exit the
  * domain (which closes its epoch when it owns it and this was its last
  * scope). TSLAB_ERR_NOT_INNERMOST when the innermost malloc scope is not
- * d's, else what tslab_domain_exit returns; on failure nothing changes. */
+ * the one d's enter pushed (a plain scope on d's epoch is not), else what
+ * tslab_domain_exit returns; on failure nothing changes. */
 TSLAB_API int tslab_malloc_domain_exit(tslab_domain_t* d);
 
 /* What the drop-in counts beside the instance's own statistics. */

@@ -30,6 +30,9 @@ typedef struct dropin_thread {
   uint32_t guard;
   uint32_t depth;
   tslab_epoch_t scopes[TSLAB_MALLOC_SCOPE_MAX];
+  /* Bit k: scope k was pushed by tslab_malloc_domain_enter (its exit is
+   * tslab_malloc_domain_exit's, which also exits the domain). */
+  uint64_t domain_scopes;
 } dropin_thread_t;
 
 /* Initial-exec TLS: reading it never allocates (libtslab-malloc is loaded

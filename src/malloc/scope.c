@@ -26,7 +26,9 @@ void dropin_thread_refresh(void) {
   if (t->guard == 0) t->epoch = dropin_heap() ? dropin_thread_epoch() : 0;
 }
 
-static void push(dropin_thread_t* t, tslab_epoch_t e) {
+static void push(dropin_thread_t* t, tslab_epoch_t e, bool domain) {
+  uint64_t bit = 1ull << t->depth;
+  t->domain_scopes = domain ? t->domain_scopes | bit : t->domain_scopes & ~bit;
   t->scopes[t->depth++] = e;
   dropin_thread_refresh();
 }
@@ -34,6 +36,17 @@ static void push(dropin_thread_t* t, tslab_epoch_t e) {
 static void pop(dropin_thread_t* t) {
   t->scopes[--t->depth] = 0;
   dropin_thread_refresh();
+}
+
+/* Whether the innermost scope is on e and was entered the way it is being
+ * left (a domain's through the domain calls, a plain one through the scope
+ * calls): leaving a domain's malloc scope alone would leave the domain
+ * entered with no way to exit it through the drop-in (found by review). */
+static int innermost(const dropin_thread_t* t, tslab_epoch_t e, bool domain) {
+  if (t->depth == 0) return TSLAB_ERR_NOT_ENTERED;
+  if (t->scopes[t->depth - 1] != e || ((t->domain_scopes >> (t->depth - 1)) & 1) != domain)
+    return TSLAB_ERR_NOT_INNERMOST;
+  return TSLAB_OK;
 }
 
 tslab_epoch_t tslab_malloc_epoch(void) {
@@ -48,14 +61,14 @@ int tslab_malloc_scope_enter(tslab_epoch_t e) {
    * scope fall back: refusing the entry reports it where it arises. */
   int st = tslab_epoch_status(dropin_heap(), e);
   if (st != TSLAB_OK) return st;
-  push(t, e);
+  push(t, e, false);
   return TSLAB_OK;
 }
 
 int tslab_malloc_scope_exit(tslab_epoch_t e) {
   dropin_thread_t* t = &dropin_tls;
-  if (t->depth == 0) return TSLAB_ERR_NOT_ENTERED;
-  if (t->scopes[t->depth - 1] != e) return TSLAB_ERR_NOT_INNERMOST;
+  int st = innermost(t, e, false);
+  if (st != TSLAB_OK) return st;
   pop(t);
   return TSLAB_OK;
 }
@@ -69,16 +82,16 @@ int tslab_malloc_domain_enter(tslab_domain_t* d) {
   if (t->depth == TSLAB_MALLOC_SCOPE_MAX) return TSLAB_ERR_LIMIT;
   int st = tslab_domain_enter(d);
   if (st != TSLAB_OK) return st;
-  push(t, tslab_domain_epoch(d));
+  push(t, tslab_domain_epoch(d), true);
   return TSLAB_OK;
 }
 
 int tslab_malloc_domain_exit(tslab_domain_t* d) {
   if (!d) return TSLAB_ERR_INVALID_ARGUMENT;
   dropin_thread_t* t = &dropin_tls;
-  if (t->depth == 0) return TSLAB_ERR_NOT_ENTERED;
-  if (t->scopes[t->depth - 1] != tslab_domain_epoch(d)) return TSLAB_ERR_NOT_INNERMOST;
-  int st = tslab_domain_exit(d);
+  int st = innermost(t, tslab_domain_epoch(d), true);
+  if (st != TSLAB_OK) return st;
+  st = tslab_domain_exit(d);
   if (st != TSLAB_OK) return st;
   pop(t);
   return TSLAB_OK;

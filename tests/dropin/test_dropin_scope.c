@@ -126,6 +126,14 @@ static void test_domains(void) {
   CHECK(SYM(tslab_malloc_domain_enter)(inner) == TSLAB_OK);
   CHECK(SYM(tslab_malloc_domain_exit)(outer) == TSLAB_ERR_NOT_INNERMOST);
   CHECK(SYM(tslab_epoch_status)(A, SYM(tslab_domain_epoch)(outer)) == TSLAB_OK);
+  /* A domain's malloc scope is left with the domain's exit, not alone (it
+   * would leave the domain entered, with no drop-in call to exit it; found
+   * by review), and a plain scope on a domain's epoch is not the domain's. */
+  tslab_epoch_t ie = SYM(tslab_domain_epoch)(inner);
+  CHECK(SYM(tslab_malloc_scope_exit)(ie) == TSLAB_ERR_NOT_INNERMOST);
+  CHECK(SYM(tslab_malloc_scope_enter)(ie) == TSLAB_OK);
+  CHECK(SYM(tslab_malloc_domain_exit)(inner) == TSLAB_ERR_NOT_INNERMOST);
+  CHECK(SYM(tslab_malloc_scope_exit)(ie) == TSLAB_OK);
   CHECK(SYM(tslab_malloc_domain_exit)(inner) == TSLAB_OK);
   CHECK(SYM(tslab_malloc_domain_exit)(outer) == TSLAB_OK);
   CHECK(SYM(tslab_domain_destroy)(inner) == TSLAB_OK && SYM(tslab_domain_destroy)(outer) == TSLAB_OK);
