@@ -122,8 +122,13 @@ EXPORT void* aligned_alloc(size_t alignment, size_t size) {
   return alloc_aligned(alignment, size);
 }
 
-/* glibc's memalign takes any alignment and rounds it up to a power of two. */
+/* glibc's memalign takes any alignment up to SIZE_MAX / 2 + 1 (above, EINVAL)
+ * and rounds it up to a power of two. */
 EXPORT void* memalign(size_t alignment, size_t size) {
+  if (alignment > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return NULL;
+  }
   if (!is_pow2(alignment)) {
     size_t a = sizeof(void*);
     while (a < alignment && a <= SIZE_MAX / 2) a <<= 1;

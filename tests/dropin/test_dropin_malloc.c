@@ -124,6 +124,8 @@ static void test_family(void) {
   void* m = memalign(24, 10); /* glibc rounds the alignment up to 32 */
   CHECK(m && aligned(m, 32));
   free(m);
+  errno = 0;
+  CHECK(memalign(SIZE_MAX, 10) == NULL && errno == EINVAL); /* as glibc: no such alignment */
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   void* v = valloc(10);
   CHECK(v && aligned(v, page));
