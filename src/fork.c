@@ -60,6 +60,9 @@ static void parent(void) {
 /* Child, single-threaded: finish or undo what vanished threads left. */
 static void repair(tslab_t* a) {
   atomic_store(&a->cacheless_busy, 0);
+  /* Exits pinned it in the parent; their threads are gone (their caches
+   * are finished below), and tslab_destroy must not wait for them. */
+  atomic_store(&a->exiting, 0);
   for (tslab_tcache_t* tc = tslab_cache_first(a); tc; tc = tslab_cache_next(tc)) {
     tc->forked_busy = (atomic_load(&tc->busy) & 1) && !tslab_tls_owns(tc);
     tslab_tcache_end_sections(a, tc);

@@ -1244,6 +1244,7 @@ static void thread_exit(void* arg) {
   pin_entry_locked(&tslab_tls_last);
   for (size_t i = 0; i < tls_extra.len; i++) pin_entry_locked(&extra_items()[i]);
   pthread_mutex_unlock(&live_mu);
+  tslab_hook_point(TSLAB_HOOK_EXIT_PINNED);
   abandon_entry(&tslab_tls_last);
   for (size_t i = 0; i < tls_extra.len; i++) abandon_entry(&extra_items()[i]);
   if (tls_extra.items) tslab_os_unmap(tls_extra.items, tls_extra.bytes);

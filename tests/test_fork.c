@@ -353,7 +353,49 @@ static void test_fork_descriptors(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* A fork while a thread is between pinning its instance at exit and
+ * flushing its cache: the child, whose copy of that thread is gone, can
+ * destroy the instance (its exit reference would make tslab_destroy wait
+ * for good). */
+static _Atomic int exit_held, exit_go;
+
+static void hold_exit(int point) {
+  if (point != TSLAB_HOOK_EXIT_PINNED) return;
+  atomic_store(&exit_held, 1);
+  while (!atomic_load(&exit_go)) sched_yield();
+}
+
+static void* exiting_thread(void* arg) {
+  void* p = tslab_alloc((tslab_t*)arg, 100, 1);
+  return p && tslab_free((tslab_t*)arg, p) ? NULL : arg;
+}
+
+static void test_fork_pinned_exit(void) {
+  tslab_t* b = tslab_create(NULL);
+  REQUIRE(b != NULL);
+  tslab_hook_set(hold_exit);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, exiting_thread, b) == 0);
+  tu_wait_flag(&exit_held);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    tslab_destroy(b);
+    _exit(0);
+  }
+  int status = 0;
+  bool ended = fork_wait_child(pid, &status, CHILD_DEADLINE_S);
+  CHECK(ended && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  atomic_store(&exit_go, 1);
+  void* res = NULL;
+  pthread_join(t, &res);
+  CHECK(res == NULL);
+  tslab_hook_set(NULL);
+  tslab_destroy(b);
+}
+
 int main(void) {
+  test_fork_pinned_exit();
   test_fork_descriptors();
   test_fork_drain();
   test_fork_stale_entry();
