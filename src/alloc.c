@@ -158,34 +158,47 @@ static void* alloc_small(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t ali
 }
 
 /* Everything that is not the fast path: argument checks, registration as a
- * user of the era, blocks, refills, alignment, spans, handles. */
-static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e,
-                                                    tslab_handle_t* h) {
-  if (!a) return fail_alloc(NULL, TSLAB_ERR_INVALID_ARGUMENT);
-  if (size == 0 || size > a->config.max_alloc_size) return fail_alloc(a, TSLAB_ERR_BAD_SIZE);
+ * user of the era, blocks, refills, alignment, spans, handles. NULL with
+ * *status on failure, which the caller reports (fail_alloc). */
+static void* alloc_try(tslab_t* a, size_t size, size_t align, uint64_t e, tslab_handle_t* h, int* status) {
+  if (size == 0 || size > a->config.max_alloc_size) {
+    *status = TSLAB_ERR_BAD_SIZE;
+    return NULL;
+  }
   tslab_tcache_t* tc = tslab_tcache_get(a);
-  if (!tc) return fail_alloc(a, TSLAB_ERR_OUT_OF_MEMORY);
-  int status = TSLAB_OK;
+  if (!tc) {
+    *status = TSLAB_ERR_OUT_OF_MEMORY;
+    return NULL;
+  }
   void* p = NULL;
   tslab_busy_enter(tc);
   if (!tslab_era_active(a, e)) {
-    status = tslab_epoch_reject_status(a, e);
-    if (status == TSLAB_OK) status = TSLAB_ERR_EPOCH_CLOSED; /* closed and reopened meanwhile */
+    *status = tslab_epoch_reject_status(a, e);
+    if (*status == TSLAB_OK) *status = TSLAB_ERR_EPOCH_CLOSED; /* closed and reopened meanwhile */
   } else if (atomic_load_explicit(&tc->slots[e & a->ring_mask].era, memory_order_relaxed) != e &&
-             (status = tslab_tcache_claim(a, tc, e)) != TSLAB_OK) {
+             (*status = tslab_tcache_claim(a, tc, e)) != TSLAB_OK) {
   } else if (size <= TSLAB_SMALL_MAX && align <= TSLAB_GRANULE) {
-    p = alloc_small(a, tc, size, align, e, &status);
+    p = alloc_small(a, tc, size, align, e, status);
   } else {
     p = tslab_large_alloc(a, tc, size, align, e);
-    if (!p) status = TSLAB_ERR_OUT_OF_MEMORY;
+    if (!p) *status = TSLAB_ERR_OUT_OF_MEMORY;
   }
   if (p && h && !make_handle(a, tc, p, h)) {
     /* No metadata for generations: undo; the caller reports OOM. */
     tslab_busy_exit(tc);
     tslab_free(a, p);
-    return fail_alloc(a, TSLAB_ERR_OUT_OF_MEMORY);
+    *status = TSLAB_ERR_OUT_OF_MEMORY;
+    return NULL;
   }
   tslab_busy_exit(tc);
+  return p;
+}
+
+static __attribute__((noinline)) void* alloc_general(tslab_t* a, size_t size, size_t align, uint64_t e,
+                                                    tslab_handle_t* h) {
+  if (!a) return fail_alloc(NULL, TSLAB_ERR_INVALID_ARGUMENT);
+  int status = TSLAB_OK;
+  void* p = alloc_try(a, size, align, e, h, &status);
   return p ? p : fail_alloc(a, status);
 }
 
@@ -676,14 +689,16 @@ TSLAB_API void* tslab_realloc(tslab_t* a, void* p, size_t size) {
    * buffer grown in small steps (a reader appending chunks) then moves a
    * logarithmic number of times, not once per step, which copied a
    * quadratic number of bytes (found by review: 32 MB grown in 4 KiB steps
-   * took 12.9 s). Classes below spans grow geometrically by themselves. */
-  size_t want = size;
+   * took 12.9 s). Classes below spans grow geometrically by themselves.
+   * Near the memory limit there may be no such room: then the exact size
+   * below, and only its failure is counted. */
+  void* q = NULL;
   if (size > usable && size > TSLAB_SMALL_MAX) {
     size_t roomy = usable + usable / 2;
-    if (roomy > want) want = roomy < a->config.max_alloc_size ? roomy : a->config.max_alloc_size;
+    if (roomy > a->config.max_alloc_size) roomy = a->config.max_alloc_size;
+    if (roomy > size) q = alloc_try(a, roomy, 0, era, NULL, &status);
   }
-  void* q = tslab_alloc(a, want, era);
-  if (!q && want > size) q = tslab_alloc(a, size, era);
+  if (!q) q = tslab_alloc(a, size, era);
   if (!q) return NULL;
   memcpy(q, p, size < usable ? size : usable);
   tslab_free(a, p);

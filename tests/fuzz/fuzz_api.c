@@ -844,10 +844,19 @@ static void op_realloc(input_t* in) {
     in_place = true;
   else if (st != TSLAB_OK)
     want = st;
-  plan_t pl = want == TSLAB_OK && !in_place ? plan_alloc(o->era, size, 0, true) : (plan_t){0};
+  /* A span that moves to grow gets room for half as much again (capped by
+   * max_alloc_size), or, where memory cannot hold that, the exact size. */
+  size_t roomy = size;
+  if (want == TSLAB_OK && !in_place && size > o->usable && size > tslab_small_max()) {
+    roomy = o->usable + o->usable / 2 < m.max ? o->usable + o->usable / 2 : m.max;
+    if (roomy < size) roomy = size;
+  }
+  plan_t pl = want == TSLAB_OK && !in_place ? plan_alloc(o->era, roomy, 0, true) : (plan_t){0};
   tslab_clear_error();
   unsigned char* q = tslab_realloc(m.a, o->p, size);
   int got = tslab_last_error();
+  if (q && roomy > size && tslab_usable_size(m.a, q) == round_granule(size) && oom_allowed(pl.need))
+    pl = plan_alloc(o->era, size, 0, true);
   if (!q) {
     if (want == TSLAB_OK && !in_place && got == TSLAB_ERR_OUT_OF_MEMORY &&
         !(pl.kind == K_BLOCK && !pl.new_block) && oom_allowed(pl.need)) {

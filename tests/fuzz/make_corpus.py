@@ -10,7 +10,8 @@ The corpus's regression_* files are not written here: they are inputs the
 fuzzer found that failed once (regression_slot_bounds: a slab's tail taken
 for a slot; regression_large_block_fallback: a small block where the model
 planned a large one, which a heap without four free granules in a row
-gives), kept as found. After a change of the encoding they mean
+gives; regression_realloc_room: a span grown by realloc, which gets room for
+half as much again), kept as found. After a change of the encoding they mean
 something else; drop them or find them again.
 """
 import os
