@@ -338,13 +338,20 @@ static bool free_in_other_thread(void* p) {
   return ok != NULL;
 }
 
-static void check_late_label_frees(void) {
+/* An instance whose ring has two slots: every second advance takes the
+ * slot of the era before last (the late-free checks below). */
+static tslab_t* create_ring_of_two(void) {
   tslab_config_t cfg;
   tslab_config_init(&cfg);
   cfg.epoch_ring_size = 2;
+  tslab_t* r = tslab_create(&cfg);
+  REQUIRE(r != NULL);
+  return r;
+}
+
+static void check_late_label_frees(void) {
   tslab_t* saved = a;
-  a = tslab_create(&cfg);
-  REQUIRE(a != NULL);
+  a = create_ring_of_two();
   for (int late_label = 0; late_label < 2; late_label++) {
     const char* name = late_label ? "late-named" : "named";
     tslab_epoch_t e = tslab_epoch_advance(a);
@@ -463,12 +470,8 @@ static void* race_labeller(void* arg) {
 }
 
 static void check_late_frees_racing_opens(void) {
-  tslab_config_t cfg;
-  tslab_config_init(&cfg);
-  cfg.epoch_ring_size = 2;
   tslab_t* saved = a;
-  a = tslab_create(&cfg);
-  REQUIRE(a != NULL);
+  a = create_ring_of_two();
   CHECK_EQ_U(tslab_epoch_close(a, tslab_epoch_current(a)), TSLAB_OK);
   atomic_store(&race.producers_left, 2);
   atomic_store(&race.stop, 0);
