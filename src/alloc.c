@@ -475,20 +475,47 @@ static __attribute__((noinline)) bool free_local_to_stack(tslab_tcache_t* tc, ts
   return true;
 }
 
-/* Count a free of run s by a thread that does not own it. While the era is
- * active, in this thread's cache (which then counts for the era, 7.2); in a
- * closed era, or without a cache, in the era's slot (or its label, once the
- * era left the ring) and the instance. */
-static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, const tslab_run_t* s, uint64_t era, uint32_t cls,
-                                size_t size, bool cross) {
+/* Where a free of run s by a thread that does not own it counts, chosen
+ * before the free takes effect and held until it is counted (7.4): once its
+ * remote bit is set, the owner may collect it, the run drain and leave the
+ * era's lists, the era close and its slot open again, and a count made
+ * after that fold would reach neither the slot nor the label. While the era
+ * is active, the count goes to this thread's cache, registered as a user of
+ * the era (7.2), so a close of the era waits for this window and folds the
+ * cache after it; otherwise to the era's slot, under an `inflight` bracket
+ * that keeps the slot from being opened again until the count is in; once
+ * the era has left the ring, to its label, through the run, which is on the
+ * era's detached list while it holds a live object (7.5). */
+typedef struct {
+  tslab_slot_cache_t* cache; /* the era's slot in this thread's cache */
+  tslab_epoch_slot_t* slot;  /* the era's slot, bracketed */
+} nonowner_count_t;
+
+static nonowner_count_t nonowner_count_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
+  nonowner_count_t c = {NULL, NULL};
   if (tc && tslab_era_active(a, era) &&
       (atomic_load_explicit(&tc->slots[era & a->ring_mask].era, memory_order_relaxed) == era ||
-       tslab_tcache_claim(a, tc, era) == TSLAB_OK)) {
+       tslab_tcache_claim(a, tc, era) == TSLAB_OK))
+    c.cache = &tc->slots[era & a->ring_mask];
+  else
+    c.slot = tslab_era_count_enter(a, era);
+  return c;
+}
+
+/* The free took effect (`counted`) or was refused: count it where begin
+ * chose, and end the bracket. */
+static void nonowner_count_end(tslab_t* a, tslab_tcache_t* tc, const nonowner_count_t* c, const tslab_run_t* s,
+                               uint64_t era, uint32_t cls, size_t size, bool cross, bool counted) {
+  tslab_epoch_slot_t* es = c->slot;
+  if (!counted) {
+    if (es) tslab_era_count_exit(es);
+    return;
+  }
+  if (c->cache) {
     if (cls == TSLAB_CLASSES) {
       /* Bytes of block objects are read off the blocks (section 9). */
-      tslab_slot_cache_t* sc = &tc->slots[era & a->ring_mask];
-      tslab_bump(&sc->bfrees, 1);
-      tslab_bump(&sc->bxfrees, cross);
+      tslab_bump(&c->cache->bfrees, 1);
+      tslab_bump(&c->cache->bxfrees, cross);
     } else {
       tslab_bin_t* bin = tslab_counting_bin(a, tc, era, cls);
       tslab_bump(&bin->frees, 1);
@@ -496,7 +523,6 @@ static void count_nonowner_free(tslab_t* a, tslab_tcache_t* tc, const tslab_run_
     }
     return;
   }
-  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
   if (es) {
     atomic_fetch_add_explicit(&es->frees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->free_bytes, size, memory_order_relaxed);
@@ -537,8 +563,10 @@ static bool free_view_in_window(tslab_t* a, tslab_tcache_t* tc, const tslab_run_
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   bool notify, retire;
-  if (!tslab_run_free_nonowner(s, idx, &notify, &retire)) return false;
-  count_nonowner_free(a, tc, s, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross);
+  nonowner_count_t count = nonowner_count_begin(a, tc, v.era);
+  bool freed = tslab_run_free_nonowner(s, idx, &notify, &retire);
+  nonowner_count_end(a, tc, &count, s, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross, freed);
+  if (!freed) return false;
   if (retire) tslab_run_retire(a, s);
   if (owner) {
     if (v.kind == TSLAB_RUN_BLOCK) atomic_fetch_add_explicit(&owner->block_remote, 1, memory_order_release);

@@ -370,6 +370,7 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
     /* A close in progress: wait for it to finish (C3). */
     if (spins > 64) sched_yield();
   }
+  tslab_hook_point(TSLAB_HOOK_CLOSE_CLOSING);
   tslab_tcache_t* me = tslab_tcache_find(a);
   uint64_t released0 = atomic_load_explicit(&es->released_bytes, memory_order_relaxed);
   /* The close or free-all of a request-sized epoch (only the caller's cache

@@ -46,7 +46,8 @@ enum tslab_hook_id {
   TSLAB_HOOK_REMOTE_SET = 14,      /* that free has set its remote bit, has not read the mode again */
   TSLAB_HOOK_PROMOTED = 15,        /* the general path's promotion has written the mask, not cleared next_mask */
   TSLAB_HOOK_OPEN_READIED = 16,    /* an advance has readied its cache for its era, not yet made the era ACTIVE */
-  TSLAB_HOOK_EXIT_PINNED = 17      /* an exiting thread has pinned its instances, not yet flushed its caches */
+  TSLAB_HOOK_EXIT_PINNED = 17,     /* an exiting thread has pinned its instances, not yet flushed its caches */
+  TSLAB_HOOK_CLOSE_CLOSING = 18    /* a close has marked its era CLOSING, not yet read the era's users */
 };
 void tslab_hook_set(void (*hook)(int point));
 
