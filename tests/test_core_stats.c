@@ -320,6 +320,18 @@ static const tslab_stats_label_t* label_named(const tslab_stats_label_t* l, size
   return NULL;
 }
 
+/* Label `name` counted `objects` allocations and as many frees, `cross` of
+ * them by another thread, and holds no bytes. */
+static void check_label_settled(const char* name, uint64_t objects, uint64_t cross) {
+  tslab_stats_label_t labels[8];
+  const tslab_stats_label_t* l = label_named(labels, tslab_stats_labels(a, labels, 8), name);
+  REQUIRE(l != NULL);
+  CHECK_EQ_U(l->allocations_total, objects);
+  CHECK_EQ_U(l->frees_total, objects);
+  CHECK_EQ_U(l->cross_thread_frees_total, cross);
+  CHECK_EQ_U(l->live_bytes, 0);
+}
+
 /* Frees of an era's objects after the era left the ring (its slot taken by
  * a newer era) count for its label (found by review: they counted in the
  * instance's totals only, and the label showed their bytes as a leak; and
@@ -372,14 +384,7 @@ static void check_late_label_frees(void) {
       if (reuse == 2) CHECK(tslab_free(a, p[1]) && free_in_other_thread(p[2]));
       if (reuse == 3) CHECK(tslab_free(a, p[3]) && free_in_other_thread(p[6]));
     }
-    tslab_stats_label_t labels[8];
-    size_t n = tslab_stats_labels(a, labels, 8);
-    const tslab_stats_label_t* l = label_named(labels, n, name);
-    REQUIRE(l != NULL);
-    CHECK_EQ_U(l->allocations_total, 7);
-    CHECK_EQ_U(l->frees_total, 7);
-    CHECK_EQ_U(l->cross_thread_frees_total, 2);
-    CHECK_EQ_U(l->live_bytes, 0);
+    check_label_settled(name, 7, 2);
   }
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
@@ -454,13 +459,7 @@ static void check_held_remote_free(void) {
     pthread_join(closer, NULL);
     tslab_hook_set(NULL);
     CHECK(ok != NULL);
-    tslab_stats_label_t labels[8];
-    const tslab_stats_label_t* l = label_named(labels, tslab_stats_labels(a, labels, 8), name);
-    REQUIRE(l != NULL);
-    CHECK_EQ_U(l->allocations_total, 1);
-    CHECK_EQ_U(l->frees_total, 1);
-    CHECK_EQ_U(l->cross_thread_frees_total, 1);
-    CHECK_EQ_U(l->live_bytes, 0);
+    check_label_settled(name, 1, 1);
     CHECK_CONSISTENT(a);
     tslab_destroy(a);
   }
