@@ -483,22 +483,29 @@ static __attribute__((noinline)) bool free_local_to_stack(tslab_tcache_t* tc, ts
  * is active, the count goes to this thread's cache, registered as a user of
  * the era (7.2), so a close of the era waits for this window and folds the
  * cache after it; otherwise to the era's slot, under an `inflight` bracket
- * that keeps the slot from being opened again until the count is in; once
- * the era has left the ring, to its label, through the run, which is on the
- * era's detached list while it holds a live object (7.5). */
+ * that keeps the slot from being opened again until the count is in (and
+ * a free-all's fold of the era's ends waits for, 7.3 step 5); once the era
+ * has left the ring, under the slot's mutex, which the next era's open
+ * holds while it labels the era's runs and folds the slot's counters: the
+ * free counts in those counters before the fold, or in the label its run
+ * got from the fold, having held its object then (the run could drain and
+ * leave the era's list between the free and a count made after it, 7.5). */
 typedef struct {
   tslab_slot_cache_t* cache; /* the era's slot in this thread's cache */
   tslab_epoch_slot_t* slot;  /* the era's slot, bracketed */
+  tslab_epoch_slot_t* late;  /* the slot whose mutex is held */
 } nonowner_count_t;
 
 static nonowner_count_t nonowner_count_begin(tslab_t* a, tslab_tcache_t* tc, uint64_t era) {
-  nonowner_count_t c = {NULL, NULL};
+  nonowner_count_t c = {NULL, NULL, NULL};
   if (tc && tslab_era_active(a, era) &&
       (atomic_load_explicit(&tc->slots[era & a->ring_mask].era, memory_order_relaxed) == era ||
-       tslab_tcache_claim(a, tc, era) == TSLAB_OK))
+       tslab_tcache_claim(a, tc, era) == TSLAB_OK)) {
     c.cache = &tc->slots[era & a->ring_mask];
-  else
-    c.slot = tslab_era_count_enter(a, era);
+  } else if (!(c.slot = tslab_era_count_enter(a, era))) {
+    c.late = &a->slots[era & a->ring_mask];
+    tslab_spin_lock(&c.late->mu);
+  }
   return c;
 }
 
@@ -509,6 +516,7 @@ static void nonowner_count_end(tslab_t* a, tslab_tcache_t* tc, const nonowner_co
   tslab_epoch_slot_t* es = c->slot;
   if (!counted) {
     if (es) tslab_era_count_exit(es);
+    if (c->late) tslab_spin_unlock(&c->late->mu);
     return;
   }
   if (c->cache) {
@@ -529,7 +537,8 @@ static void nonowner_count_end(tslab_t* a, tslab_tcache_t* tc, const nonowner_co
     if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     tslab_era_count_exit(es);
   } else {
-    tslab_era_count_left_ring(a, s, era, size, cross);
+    tslab_era_count_left_ring_locked(a, s, era, size, cross);
+    tslab_spin_unlock(&c->late->mu);
   }
   if (tc) {
     tslab_bump(&tc->late[cls].frees, 1);
@@ -563,8 +572,13 @@ static bool free_view_in_window(tslab_t* a, tslab_tcache_t* tc, const tslab_run_
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   bool notify, retire;
+  /* Not a live slot: refused before it registers anywhere (a refused free
+   * that made its cache a user of an ACTIVE era would cost the era's close
+   * the fence and the wait of a shared one). */
+  if (!tslab_run_slot_allocated(s, idx)) return false;
   nonowner_count_t count = nonowner_count_begin(a, tc, v.era);
   bool freed = tslab_run_free_nonowner(s, idx, &notify, &retire);
+  tslab_hook_point(TSLAB_HOOK_NONOWNER_FREED);
   nonowner_count_end(a, tc, &count, s, v.era, v.kind == TSLAB_RUN_BLOCK ? TSLAB_CLASSES : v.cls, size, cross, freed);
   if (!freed) return false;
   if (retire) tslab_run_retire(a, s);

@@ -120,6 +120,13 @@ static void slot_reset(tslab_epoch_slot_t* es) {
 
 /* ---- close ---- */
 
+/* Wait until no non-owner free is inside the slot's inflight bracket (7.4):
+ * brackets hold no lock and no wait, so this ends. */
+static void wait_counting_frees(tslab_epoch_slot_t* es) {
+  for (unsigned spins = 0; atomic_load_explicit(&es->inflight, memory_order_seq_cst); spins++)
+    if (spins > 64) sched_yield();
+}
+
 /* Wait until a cache's window that was open when we looked has ended
  * (7.3 step 3). */
 static void wait_window(_Atomic uint64_t* busy) {
@@ -417,6 +424,12 @@ static int close_era(tslab_t* a, uint64_t e, bool free_all, bool forced) {
   }
   if (free_all) {
     end_objects(a, me, e, &ended);
+    tslab_hook_point(TSLAB_HOOK_OBJECTS_ENDED);
+    /* A free the kill completed (it took the free's remote bit) is counted
+     * by its freer, inside the slot's inflight bracket (7.4): the fold
+     * below brings the era's free bytes up to its allocated bytes, and would
+     * count the object's bytes a second time if the freer counted after it. */
+    wait_counting_frees(es);
     fold_ended(a, me, es, &ended);
     TSLAB_COUNT_EVENT(a, me, epochs_freed_all, 1);
   }
@@ -513,8 +526,7 @@ static void open_era(tslab_t* a, uint64_t era, bool opener) {
   tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   /* Non-owner frees of the old era still writing its counters finish
    * first; later ones see the new era and count elsewhere. */
-  for (unsigned spins = 0; atomic_load_explicit(&es->inflight, memory_order_seq_cst); spins++)
-    if (spins > 64) sched_yield();
+  wait_counting_frees(es);
   /* The old era's label id is read under the slot's lock: set_label checks
    * the era and writes the id in one section of that lock, so a label set
    * or cleared by a check that came before the claim is seen here, and any

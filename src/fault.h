@@ -47,7 +47,9 @@ enum tslab_hook_id {
   TSLAB_HOOK_PROMOTED = 15,        /* the general path's promotion has written the mask, not cleared next_mask */
   TSLAB_HOOK_OPEN_READIED = 16,    /* an advance has readied its cache for its era, not yet made the era ACTIVE */
   TSLAB_HOOK_EXIT_PINNED = 17,     /* an exiting thread has pinned its instances, not yet flushed its caches */
-  TSLAB_HOOK_CLOSE_CLOSING = 18    /* a close has marked its era CLOSING, not yet read the era's users */
+  TSLAB_HOOK_CLOSE_CLOSING = 18,   /* a close has marked its era CLOSING, not yet read the era's users */
+  TSLAB_HOOK_NONOWNER_FREED = 19,  /* a non-owner free of a slab or block slot took effect, is not counted yet */
+  TSLAB_HOOK_OBJECTS_ENDED = 20    /* a free-all has ended its era's objects, not yet folded their counts */
 };
 void tslab_hook_set(void (*hook)(int point));
 

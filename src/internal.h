@@ -826,15 +826,14 @@ static inline void tslab_spin_unlock(_Atomic uint32_t* l) { atomic_store_explici
 
 /* A free of run r (a slab, a block or a span) of an era that has left the
  * ring (its slot claimed by a newer era), counted for the era's label (7.5,
- * "Late frees"), under the slot's mutex, which the next era's open holds
- * while it folds the slot's counters into the label: before that fold, in
- * the slot's counters (the fold takes them), after it, in the label the run
- * carries (none: the era had no label). */
-static inline void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
-                                             bool cross) {
+ * "Late frees"), under the slot's mutex (held by the caller), which the
+ * next era's open holds while it folds the slot's counters into the label:
+ * before that fold, in the slot's counters (the fold takes them), after it,
+ * in the label the run carries (none: the era had no label). */
+static inline void tslab_era_count_left_ring_locked(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
+                                                    bool cross) {
   tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
   bool span = atomic_load_explicit(&r->kind, memory_order_relaxed) == TSLAB_RUN_LARGE;
-  tslab_spin_lock(&es->mu);
   _Atomic uint64_t *frees = NULL, *bytes = NULL, *xfrees = NULL;
   if (es->counts_era == era) {
     frees = span ? &es->large_frees : &es->frees;
@@ -849,6 +848,14 @@ static inline void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, u
     atomic_fetch_add_explicit(bytes, size, memory_order_relaxed);
     if (cross) atomic_fetch_add_explicit(xfrees, 1, memory_order_relaxed);
   }
+}
+/* The same, taking the slot's mutex: for a free that stays counted in its
+ * run until then (a span stays on its slot's list until it is counted). */
+static inline void tslab_era_count_left_ring(tslab_t* a, const tslab_run_t* r, uint64_t era, size_t size,
+                                             bool cross) {
+  tslab_epoch_slot_t* es = &a->slots[era & a->ring_mask];
+  tslab_spin_lock(&es->mu);
+  tslab_era_count_left_ring_locked(a, r, era, size, cross);
   tslab_spin_unlock(&es->mu);
 }
 
@@ -1371,6 +1378,11 @@ static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
 }
 
 /* Owner: used += n (n may be negative); pending frees are untouched. */
+/* Whether slot idx of run s has its alloc bit set: a relaxed look, for a
+ * free's early refusal (the free itself decides with atomic operations). */
+static inline bool tslab_run_slot_allocated(const tslab_run_t* s, uint32_t idx) {
+  return (atomic_load_explicit(&s->bits[2 * (idx >> 6)], memory_order_relaxed) >> (idx & 63)) & 1;
+}
 static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_add(&s->usage, (uint64_t)n); }
 
 /* epoch.c */

@@ -466,6 +466,97 @@ static void check_held_remote_free(void) {
   a = saved;
 }
 
+/* Two late frees of a run's last objects while an advance that took their
+ * era's slot is about to open it: the first free takes effect and is held
+ * before it counts; the second counts in the slot (the open has not folded
+ * it yet) and retires the run, which leaves the era's list; then the open
+ * labels the list's runs and folds. Found by review: the first free,
+ * counting last, found neither the slot's counters (the new era's now) nor
+ * a label on its run, and the label kept the object's bytes as a leak. The
+ * first free now holds the slot's mutex from before it takes effect until
+ * it has counted, so the second free and the open wait for it. */
+static _Atomic int late_armed, late_held, late_go, claim_armed, claim_held, claim_go;
+
+static void hold_late_free(int point) {
+  int one = 1;
+  if (point == TSLAB_HOOK_NONOWNER_FREED && atomic_compare_exchange_strong(&late_armed, &one, 0)) {
+    atomic_store(&late_held, 1);
+    tu_wait_flag(&late_go);
+  }
+  one = 1;
+  if (point == TSLAB_HOOK_ADVANCE_CLAIMED && atomic_compare_exchange_strong(&claim_armed, &one, 0)) {
+    atomic_store(&claim_held, 1);
+    tu_wait_flag(&claim_go);
+  }
+}
+
+static void* advance_one(void* unused) {
+  (void)unused;
+  return (void*)(uintptr_t)tslab_epoch_advance(a);
+}
+
+static void check_late_free_racing_retire(void) {
+  tslab_t* saved = a;
+  a = create_ring_of_two();
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  CHECK_EQ_U(tslab_epoch_set_label(a, e, "late-retire"), TSLAB_OK);
+  void* p = tslab_alloc(a, 5000, e);
+  void* q = tslab_alloc(a, 5000, e); /* p's slab: the run's only objects */
+  REQUIRE(p && q);
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  /* The next advance takes e's slot (the ring's other slot holds the
+   * instance's first era, still open: the advance skips it). */
+  atomic_store(&claim_armed, 1);
+  atomic_store(&late_armed, 1);
+  tslab_hook_set(hold_late_free);
+  pthread_t opener, first, second;
+  void* opened = NULL;
+  REQUIRE(pthread_create(&opener, NULL, advance_one, NULL) == 0);
+  tu_wait_flag(&claim_held); /* e's slot is claimed, not yet opened */
+  REQUIRE(pthread_create(&first, NULL, free_one, p) == 0);
+  tu_wait_flag(&late_held);
+  REQUIRE(pthread_create(&second, NULL, free_one, q) == 0);
+  /* The second free waits for the first (or, before the fix, retired the
+   * run); then the open goes on; then the first free counts. */
+  usleep(20000);
+  atomic_store(&claim_go, 1);
+  usleep(20000);
+  atomic_store(&late_go, 1);
+  void *ok1 = NULL, *ok2 = NULL;
+  pthread_join(first, &ok1);
+  pthread_join(second, &ok2);
+  pthread_join(opener, &opened);
+  tslab_hook_set(NULL);
+  CHECK(ok1 != NULL && ok2 != NULL);
+  CHECK_EQ_U(tslab_epoch_close(a, (tslab_epoch_t)(uintptr_t)opened), TSLAB_OK);
+  check_label_settled("late-retire", 2, 2);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+  a = saved;
+}
+
+/* A refused cross-thread free (here a double free) registers its cache
+ * nowhere: the owner's close of its request-sized epoch stays the sole
+ * user's, which is not timed and makes no fence (found by review: the free
+ * registered as a user of the era before it was refused, and the close then
+ * fenced, waited for every cache and was timed). */
+static void check_refused_free_registers_nothing(void) {
+  tslab_t* saved = a;
+  a = create_ring_of_two();
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  void* p = tslab_alloc(a, 64, e);
+  REQUIRE(p != NULL);
+  CHECK(tslab_free(a, p));
+  CHECK(!free_in_other_thread(p));
+  CHECK_EQ_U(tslab_epoch_close(a, e), TSLAB_OK);
+  tslab_stats_epoch_t es;
+  REQUIRE(tslab_stats_epoch(a, e, &es) == TSLAB_OK);
+  CHECK_EQ_U(es.close_ns, 0);
+  CHECK_EQ_U(es.frees_total, 1);
+  tslab_destroy(a);
+  a = saved;
+}
+
 /* Late frees racing the opens that take their era's slot: producers open
  * short eras (some labelled, spans and slab objects in each), close them
  * and hand the objects to freers; a thread sets and clears labels of recent
@@ -584,6 +675,8 @@ static void check_late_frees_racing_opens(void) {
 int main(void) {
   check_late_label_frees();
   check_held_remote_free();
+  check_late_free_racing_retire();
+  check_refused_free_registers_nothing();
   check_late_frees_racing_opens();
   check_sampling();
   check_block_counts();
