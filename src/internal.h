@@ -1134,6 +1134,7 @@ TSLAB_INTERNAL void tslab_epoch_fork_repair(tslab_t* a);
  * returns their slabs no list holds (linked by heap_next), for
  * tslab_tcache_fork_adopt. */
 TSLAB_INTERNAL tslab_run_t* tslab_runs_fork_reown(tslab_t* a);
+TSLAB_INTERNAL bool tslab_run_fork_rehint(tslab_run_t* s);
 TSLAB_INTERNAL void tslab_runs_fork_repair(tslab_t* a);
 TSLAB_INTERNAL void tslab_block_fork_rewind(tslab_run_t* b, uint8_t* top);
 TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a);

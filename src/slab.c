@@ -313,6 +313,19 @@ static void repair_attached(tslab_run_t* s, bool block) {
   atomic_store(&s->usage, (atomic_load(&s->usage) & ~TSLAB_USED_MASK) | used);
 }
 
+/* fork child: whether attached run s holds a remote bit; if so its hint is
+ * set (again). A remote free cut short between its bit and its hint store
+ * (3.1) left a bit that no collection would take, since collections go by
+ * the hint (7.6). */
+TSLAB_INTERNAL bool tslab_run_fork_rehint(tslab_run_t* s) {
+  for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
+    if (!atomic_load(&s->bits[2 * w + 1])) continue;
+    atomic_store(&s->remote_hint, 1);
+    return true;
+  }
+  return false;
+}
+
 /* fork child: whether attached block s is still its owner's bumping block
  * or on its slot's full list. */
 static bool block_held(tslab_t* a, tslab_run_t* s) {

@@ -1115,6 +1115,19 @@ static void relink(tslab_run_t** head, uint8_t which) {
   }
 }
 
+/* The runs of list `head` whose remote free a vanished thread cut short
+ * get what that free had still to do (7.6): the hint, and for an armed
+ * slab the notification. Whether any had a remote bit. */
+static bool fork_rehint(tslab_tcache_t* tc, tslab_run_t* head) {
+  bool any = false;
+  for (tslab_run_t* s = head; s; s = s->bin_next) {
+    if (!tslab_run_fork_rehint(s)) continue;
+    any = true;
+    if (atomic_load(&s->notify) == TSLAB_NOTIFY_ARMED) tslab_tcache_notify(tc, s);
+  }
+  return any;
+}
+
 /* The bump state of a slot whose thread may have been part way through a
  * bump, or a block's stop or install (the owner in its window, or a thread
  * closing an era only it used, which detaches its own slot outside any
@@ -1156,7 +1169,12 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
  * tslab_tcache_fork_adopt. */
 TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-    fork_repair_bump(&tc->slots[slot]);
+    tslab_slot_cache_t* sc = &tc->slots[slot];
+    fork_repair_bump(sc);
+    /* Blocks: the free also counts in the owner's `block_remote`, which
+     * tells its refill to collect the slot's stopped blocks (3.4). */
+    tslab_run_t* blk = LINK_LOAD(sc->blk);
+    if (fork_rehint(tc, sc->full) | (blk && tslab_run_fork_rehint(blk))) atomic_fetch_add(&tc->block_remote, 1);
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       if (tc->forked_busy && atomic_load(&bin->stack_len)) bin_drop_stack(bin); /* F3; `used` is repaired from the bits */
@@ -1169,8 +1187,11 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
       }
       relink(&bin->ready, TSLAB_LIST_READY);
       relink(&bin->parked, TSLAB_LIST_PARKED);
+      fork_rehint(tc, bin->ready);
+      fork_rehint(tc, bin->parked);
       tslab_run_t* cur = bin->cur;
       if (!cur) continue;
+      tslab_run_fork_rehint(cur);
       if (tslab_fork_listed(cur, TSLAB_LIST_READY, bin->ready) ||
           tslab_fork_listed(cur, TSLAB_LIST_PARKED, bin->parked)) {
         /* A switch starts with both masks empty (tslab_bin_refill), so this
