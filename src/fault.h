@@ -48,8 +48,12 @@ enum tslab_hook_id {
   TSLAB_HOOK_OPEN_READIED = 16,    /* an advance has readied its cache for its era, not yet made the era ACTIVE */
   TSLAB_HOOK_EXIT_PINNED = 17,     /* an exiting thread has pinned its instances, not yet flushed its caches */
   TSLAB_HOOK_CLOSE_CLOSING = 18,   /* a close has marked its era CLOSING, not yet read the era's users */
-  TSLAB_HOOK_NONOWNER_FREED = 19,  /* a non-owner free of a slab or block slot took effect, is not counted yet */
-  TSLAB_HOOK_OBJECTS_ENDED = 20    /* a free-all has ended its era's objects, not yet folded their counts */
+  TSLAB_HOOK_NONOWNER_FREED = 19,  /* a non-owner free of a slab or block slot took effect, is not counted yet
+                                      (it holds its era slot's inflight bracket, or the slot's spin lock when
+                                      the era left the ring: a test holding it there must not wait for an
+                                      advance, a label or a free-all of that era) */
+  TSLAB_HOOK_OBJECTS_ENDED = 20,   /* a free-all has ended its era's objects, not yet folded their counts */
+  TSLAB_HOOK_SPAN_FREED = 21       /* a span's free won its exchange, is not counted yet (inflight held) */
 };
 void tslab_hook_set(void (*hook)(int point));
 

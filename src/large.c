@@ -4,6 +4,7 @@
  * (docs/ARCHITECTURE.md 7.2), so an epoch close never races with the
  * creation of a span in the epoch it closes; the heap keeps each ring slot's
  * spans listed for free-all (7.5). */
+#include "fault.h"
 #include "internal.h"
 
 TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t size, size_t align, uint64_t era) {
@@ -38,12 +39,13 @@ TSLAB_INTERNAL void* tslab_large_alloc(tslab_t* a, tslab_tcache_t* tc, size_t si
  * it COUNTED), while the span is still on its slot's span list: an era's
  * open marks the era's listed spans with its label before it folds the
  * slot's counts, so a late free counted after an unlink could miss both
- * (7.5). `cross`: freed by another cache than the creator. */
-static void span_count(tslab_t* a, tslab_run_t* r, bool cross) {
+ * (7.5). `cross`: freed by another cache than the creator. `es`: the era's
+ * slot, in an inflight bracket the caller opened (7.4) and this ends, or
+ * NULL when the era has left the ring. */
+static void span_count(tslab_t* a, tslab_run_t* r, bool cross, tslab_epoch_slot_t* es) {
   uint64_t era = atomic_load_explicit(&r->era, memory_order_relaxed);
   size_t bytes = tslab_run_bytes(r);
   if (cross) atomic_fetch_add_explicit(&a->large_xfrees, 1, memory_order_relaxed);
-  tslab_epoch_slot_t* es = tslab_era_count_enter(a, era);
   if (es) {
     if (cross) atomic_fetch_add_explicit(&es->xfrees, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&es->large_frees, 1, memory_order_relaxed);
@@ -72,19 +74,30 @@ static void span_give_back(tslab_t* a, tslab_run_t* r) {
   if (released) tslab_era_count_released(a, era, released);
 }
 
-static void span_retire(tslab_t* a, tslab_run_t* r, bool cross) {
-  span_count(a, r, cross);
+static void span_retire(tslab_t* a, tslab_run_t* r, bool cross, tslab_epoch_slot_t* es) {
+  span_count(a, r, cross, es);
   span_give_back(a, r);
 }
 
+/* The era's slot, bracketed, for a span's count (NULL: the era left the ring). */
+static tslab_epoch_slot_t* span_count_enter(tslab_t* a, const tslab_run_t* r) {
+  return tslab_era_count_enter(a, atomic_load_explicit(&r->era, memory_order_relaxed));
+}
+
 /* Exactly one free of a span wins the LIVE -> FREED transition. Called in the
- * freer's fenced window (src/alloc.c). */
+ * freer's fenced window (src/alloc.c). The count's bracket opens before the
+ * exchange, as a run's free opens it before it acts (7.4): a free-all that
+ * finds the span FREED waits for the count before it folds its ends. */
 TSLAB_INTERNAL bool tslab_large_free(tslab_t* a, tslab_tcache_t* tc, tslab_run_t* r) {
+  tslab_epoch_slot_t* es = span_count_enter(a, r);
   uint32_t expected = TSLAB_LARGE_LIVE;
   if (!atomic_compare_exchange_strong_explicit(&r->large_state, &expected, TSLAB_LARGE_FREED, memory_order_acq_rel,
-                                               memory_order_relaxed))
+                                               memory_order_relaxed)) {
+    if (es) tslab_era_count_exit(es);
     return false;
-  span_retire(a, r, atomic_load_explicit(&r->creator, memory_order_relaxed) != tc);
+  }
+  tslab_hook_point(TSLAB_HOOK_SPAN_FREED);
+  span_retire(a, r, atomic_load_explicit(&r->creator, memory_order_relaxed) != tc, es);
   return true;
 }
 
@@ -111,7 +124,7 @@ TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t
   while (won) {
     tslab_run_t* r = won;
     won = r->heap_next;
-    span_retire(a, r, false);
+    span_retire(a, r, false, span_count_enter(a, r));
   }
   return n;
 }
@@ -152,7 +165,7 @@ TSLAB_INTERNAL void tslab_large_fork_repair(tslab_t* a) {
     if (!r->era_prev && a->heap.spans[slot] != r)
       tslab_heap_retire(a, r, false);
     else if (atomic_load(&r->large_state) == TSLAB_LARGE_FREED)
-      span_retire(a, r, false);
+      span_retire(a, r, false, span_count_enter(a, r));
     else
       span_give_back(a, r);
   }

@@ -7,6 +7,7 @@
  * double-free detection and usable sizes exact. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include "fault.h"
 #include "internal.h" /* the era slot's byte counters */
@@ -303,6 +304,16 @@ static void test_blocks_then_slabs(void) {
   tslab_destroy(a);
 }
 
+/* Nothing of era e is live after its free-all: its free bytes are its
+ * allocated bytes (read off its slot: the epoch's snapshot clamps live bytes
+ * at zero, which would hide free bytes counted twice). */
+static void check_era_bytes_settled(tslab_t* a, tslab_epoch_t e) {
+  tslab_epoch_slot_t* slot = &a->slots[e & a->ring_mask];
+  CHECK_EQ_U(atomic_load(&slot->f_free_bytes) + atomic_load(&slot->free_bytes) + atomic_load(&slot->large_bytes_free),
+             atomic_load(&slot->f_alloc_bytes) + atomic_load(&slot->alloc_bytes) +
+                 atomic_load(&slot->large_bytes_alloc));
+}
+
 /* ---- a remote free the kill completes ---- */
 
 /* A free from another thread finds the run ATTACHED, and sets its remote bit
@@ -395,11 +406,51 @@ static void test_remote_free_killed(void) {
     CHECK_EQ_U(es.live_objects, 0);
     CHECK_EQ_U(es.slabs, 0);
   }
-  /* Nothing of e is live: its free bytes are its allocated bytes. */
-  tslab_epoch_slot_t* slot = &a->slots[e & a->ring_mask];
-  CHECK_EQ_U(atomic_load(&slot->f_free_bytes) + atomic_load(&slot->free_bytes) + atomic_load(&slot->large_bytes_free),
-             atomic_load(&slot->f_alloc_bytes) + atomic_load(&slot->alloc_bytes) +
-                 atomic_load(&slot->large_bytes_alloc));
+  check_era_bytes_settled(a, e);
+  CHECK_CONSISTENT(a);
+  tslab_destroy(a);
+}
+
+/* ---- a span's free racing a free-all ---- */
+
+/* A span freed by another thread just before a free-all of its era: the
+ * free won the span's exchange (the kill skips the span) and counts after
+ * it. Found by review: the free-all's fold, which brings the era's free
+ * bytes up to its allocated bytes, came first, and the free's count then
+ * added the span's bytes a second time. The free's bracket now opens before
+ * its exchange, and the free-all waits for it before its fold. */
+static _Atomic int span_held, span_go;
+
+static void hold_span_free(int point) {
+  if (point != TSLAB_HOOK_SPAN_FREED || atomic_exchange(&span_held, 1)) return;
+  tu_wait_flag(&span_go);
+}
+
+static void* release_span_later(void* unused) {
+  (void)unused;
+  usleep(20000); /* the free-all reaches its fold, or its wait for the free */
+  atomic_store(&span_go, 1);
+  return NULL;
+}
+
+static void test_span_free_racing_free_all(void) {
+  tslab_t* a = make();
+  tslab_epoch_t e = tslab_epoch_advance(a);
+  void* span = tslab_alloc(a, 200000, e);
+  void* other = tslab_alloc(a, 64, e);
+  REQUIRE(span && other);
+  tslab_hook_set(hold_span_free);
+  tu_free_job r = {a, span, false};
+  pthread_t freer, releaser;
+  REQUIRE(pthread_create(&freer, NULL, tu_free_job_run, &r) == 0);
+  tu_wait_flag(&span_held);
+  REQUIRE(pthread_create(&releaser, NULL, release_span_later, NULL) == 0);
+  CHECK_EQ_U(tslab_epoch_free_all(a, e), TSLAB_OK);
+  pthread_join(freer, NULL);
+  pthread_join(releaser, NULL);
+  tslab_hook_set(NULL);
+  CHECK(r.ok);
+  check_era_bytes_settled(a, e);
   CHECK_CONSISTENT(a);
   tslab_destroy(a);
 }
@@ -572,6 +623,7 @@ int main(void) {
   test_racing_frees_closed();
   test_blocks_then_slabs();
   test_remote_free_killed();
+  test_span_free_racing_free_all();
   test_handles_across_reuse();
   test_handle_free_held_across_reuse();
   TEST_DONE();
