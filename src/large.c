@@ -111,10 +111,13 @@ TSLAB_INTERNAL uint64_t tslab_large_kill_era(tslab_t* a, uint32_t slot, uint64_t
   if (!__atomic_load_n(&a->heap.spans[slot], __ATOMIC_ACQUIRE)) return 0;
   pthread_mutex_lock(&a->heap.mu);
   for (tslab_run_t* r = a->heap.spans[slot]; r; r = r->era_next) {
+    /* A span found FREED (acquire): its freer's inflight bracket, opened
+     * before the freer's exchange, is then seen by the free-all's wait
+     * before its fold (7.3 step 5). */
     uint32_t expected = TSLAB_LARGE_LIVE;
     if (atomic_load_explicit(&r->era, memory_order_relaxed) == era &&
         atomic_compare_exchange_strong_explicit(&r->large_state, &expected, TSLAB_LARGE_FREED, memory_order_acq_rel,
-                                                memory_order_relaxed)) {
+                                                memory_order_acquire)) {
       r->heap_next = won;
       won = r;
       n++;

@@ -316,9 +316,11 @@ static void repair_attached(tslab_run_t* s, bool block) {
 /* fork child: whether attached run s holds a remote bit; if so its hint is
  * set (again). A remote free cut short between its bit and its hint store
  * (3.1) left a bit that no collection would take, since collections go by
- * the hint (7.6). */
+ * the hint (7.6). Every word is looked at: a block that is still bumping
+ * has no `bumped` count yet (its stop sets it), and its rewind cleared the
+ * bits past its top (found by review: the bumping block was skipped). */
 TSLAB_INTERNAL bool tslab_run_fork_rehint(tslab_run_t* s) {
-  for (uint32_t w = 0, words = tslab_run_words(s); w < words; w++) {
+  for (uint32_t w = 0; w < s->words; w++) {
     if (!atomic_load(&s->bits[2 * w + 1])) continue;
     atomic_store(&s->remote_hint, 1);
     return true;

@@ -1214,6 +1214,7 @@ TSLAB_INTERNAL void tslab_tcache_fork_adopt(tslab_t* a, tslab_tcache_t* tc, tsla
   tslab_bin_t* bin = tslab_bin(a, tc, atomic_load(&s->era), s->cls);
   s->bin = bin;
   list_push(&bin->ready, s, TSLAB_LIST_READY);
+  tslab_run_fork_rehint(s); /* it was on no list when the relink looked (found by review) */
 }
 
 /* fork child, for a cache whose thread vanished inside a window, after the

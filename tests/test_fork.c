@@ -413,42 +413,56 @@ static tslab_epoch_t remote_era;
 static void* remote_freer(void* p) { return (void*)(uintptr_t)tslab_free(remote_inst, p); }
 
 static void* remote_obj;
+static bool remote_blocks;
 
+/* Child: the era's next allocations of 64 bytes reach the freed object's
+ * address again: a slab's slot comes back to its bin (the allocations are
+ * kept, or the bin would hand out the last one freed again and again), a
+ * block's unit once the block drains and is bumped again (the allocations
+ * are freed at once, so that it drains). */
 static int remote_child(void) {
-  tslab_thread_flush(remote_inst); /* collects the slab's remote frees */
-  /* The slot is free again: the era's next allocations of its class reach it. */
-  bool again = false;
-  for (int i = 0; i < 64 && !again; i++) {
-    void* q = tslab_alloc(remote_inst, 5000, remote_era);
+  tslab_thread_flush(remote_inst); /* collects the remote frees of the owner's runs */
+  for (int i = 0; i < 100000; i++) {
+    void* q = tslab_alloc(remote_inst, 64, remote_era);
     if (!q) return 1;
-    again = q == remote_obj;
+    if (q == remote_obj) return fork_child_consistent(remote_inst) ? 0 : 3;
+    if (remote_blocks && !tslab_free(remote_inst, q)) return 4;
   }
-  if (!again) return 2;
-  return fork_child_consistent(remote_inst) ? 0 : 3;
+  return 2;
 }
 
-static void test_fork_remote_cut_short(void) {
+/* blocks: the object is in its era's bumping block (the default), or in a
+ * class slab (block_budget 0). */
+static void fork_remote_cut_short(bool blocks) {
   tslab_config_t cfg;
   tslab_config_init(&cfg);
-  cfg.block_budget = 0; /* class slabs only */
+  if (!blocks) cfg.block_budget = 0;
+  remote_blocks = blocks;
   remote_inst = tslab_create(&cfg);
   REQUIRE(remote_inst != NULL);
   remote_era = tslab_epoch_advance(remote_inst);
-  void* p = remote_obj = tslab_alloc(remote_inst, 5000, remote_era);
+  void* p = remote_obj = tslab_alloc(remote_inst, 64, remote_era);
   REQUIRE(p != NULL);
+  atomic_store(&remote_held, 0);
+  atomic_store(&remote_go, 0);
   tslab_hook_set(hold_remote);
   pthread_t t;
   REQUIRE(pthread_create(&t, NULL, remote_freer, p) == 0);
   tu_wait_flag(&remote_held);
   int status = 0;
   int done = fork_run_child(remote_child, &status, CHILD_DEADLINE_S);
-  CHECK(fork_child_passed("remote free cut short", done, status));
+  CHECK(fork_child_passed(blocks ? "remote free cut short, block" : "remote free cut short, slab", done, status));
   atomic_store(&remote_go, 1);
   void* ok = NULL;
   pthread_join(t, &ok);
   CHECK(ok != NULL);
   tslab_hook_set(NULL);
   tslab_destroy(remote_inst);
+}
+
+static void test_fork_remote_cut_short(void) {
+  fork_remote_cut_short(false);
+  fork_remote_cut_short(true);
 }
 
 int main(void) {

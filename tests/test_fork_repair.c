@@ -30,6 +30,11 @@
  *     close there leaves no block in use, and the next advance returns (the
  *     last case hung it, `current` one behind the ring, before the repair
  *     moved `current` up; found by review).
+ * 11. An owner between taking a ready slab off its list and installing it
+ *     (its full current slab parked), while another thread's free of an
+ *     object of that slab is between its remote bit and the slab's hint:
+ *     the child adopts the slab onto a list with its hint set, so that the
+ *     owner's next collection takes the bit (found by review).
  *
  * In every case the child passes tslab_check, its epoch statistics agree
  * with the objects handed out, and memory still live is never handed out
@@ -559,6 +564,74 @@ static void test_open_readied(int point) {
   teardown();
 }
 
+/* ---- 11: a slab between lists with a remote free cut short ---- */
+
+static _Atomic int adopt_owner_held, adopt_freer_held, adopt_go, adopt_armed;
+static _Thread_local bool adopt_is_owner;
+static void* adopt_objs[4096];
+static _Atomic(tslab_run_t*) adopt_slab;
+
+static void adopt_hook(int point) {
+  if (point == TSLAB_HOOK_SLAB_PARKED && atomic_load(&adopt_armed) && adopt_is_owner) {
+    atomic_store(&adopt_owner_held, 1);
+    while (!atomic_load(&adopt_go)) sched_yield();
+  } else if (point == TSLAB_HOOK_REMOTE_SET) {
+    atomic_store(&adopt_freer_held, 1);
+    while (!atomic_load(&adopt_go)) sched_yield();
+  }
+}
+
+/* Fills slab A, moves on to B, frees all of A but its first object, so
+ * that A goes back to the ready list; then allocates until its refill,
+ * taking A back, is held after parking B. */
+static void* adopt_owner(void* arg) {
+  (void)arg;
+  adopt_is_owner = true;
+  size_t n = 0;
+  adopt_objs[n++] = tslab_alloc(inst, 5000, era);
+  tslab_run_t* a = tslab_run_of(inst, adopt_objs[0]);
+  while (n < 4096 && (adopt_objs[n] = tslab_alloc(inst, 5000, era)) && tslab_run_of(inst, adopt_objs[n]) == a) n++;
+  for (size_t i = 1; i < n; i++) tslab_free(inst, adopt_objs[i]);
+  atomic_store(&adopt_slab, a);
+  atomic_store(&adopt_armed, 1);
+  for (int i = 0; i < 100000 && !atomic_load(&adopt_go); i++)
+    if (!tslab_alloc(inst, 5000, era)) break; /* the instance takes them back at its destroy */
+  return NULL;
+}
+
+static void* adopt_freer(void* p) { return (void*)(uintptr_t)tslab_free(inst, p); }
+
+static int adopt_child(void) {
+  tslab_run_t* a = atomic_load(&adopt_slab);
+  bool remote = false;
+  for (uint32_t w = 0; w < a->words; w++) remote |= atomic_load(&a->bits[2 * w + 1]) != 0;
+  if (remote && !atomic_load(&a->remote_hint)) return 1;
+  return fork_child_consistent(inst) ? 0 : 2;
+}
+
+static void test_adopted_remote(void) {
+  tslab_config_t cfg;
+  tslab_config_init(&cfg);
+  cfg.block_budget = 0; /* class slabs only */
+  inst = tslab_create(&cfg);
+  REQUIRE(inst != NULL);
+  era = tslab_epoch_advance(inst);
+  tslab_hook_set(adopt_hook);
+  pthread_t owner, freer;
+  REQUIRE(pthread_create(&owner, NULL, adopt_owner, NULL) == 0);
+  tu_wait_flag(&adopt_owner_held);
+  REQUIRE(pthread_create(&freer, NULL, adopt_freer, adopt_objs[0]) == 0);
+  tu_wait_flag(&adopt_freer_held);
+  int status = 0;
+  int done = fork_run_child(adopt_child, &status, DEADLINE_S);
+  CHECK(fork_child_passed("slab between lists, remote free cut short", done, status));
+  atomic_store(&adopt_go, 1);
+  pthread_join(freer, NULL);
+  pthread_join(owner, NULL);
+  tslab_hook_set(NULL);
+  tslab_destroy(inst);
+}
+
 int main(int argc, char** argv) {
   int which = argc > 1 ? atoi(argv[1]) : 0;
   if (!which || which == 1) {
@@ -585,5 +658,6 @@ int main(int argc, char** argv) {
     test_open_readied(TSLAB_HOOK_OPEN_READIED);
     test_open_readied(TSLAB_HOOK_OPEN_CURRENT);
   }
+  if (!which || which == 11) test_adopted_remote();
   TEST_DONE();
 }
