@@ -601,11 +601,14 @@ static void* adopt_owner(void* arg) {
 
 static void* adopt_freer(void* p) { return (void*)(uintptr_t)tslab_free(inst, p); }
 
+/* The repair flushed the held owner's cache: with the hint, that collected
+ * the remote free, and the object's slot is free. */
 static int adopt_child(void) {
   tslab_run_t* a = atomic_load(&adopt_slab);
   bool remote = false;
   for (uint32_t w = 0; w < a->words; w++) remote |= atomic_load(&a->bits[2 * w + 1]) != 0;
   if (remote && !atomic_load(&a->remote_hint)) return 1;
+  if (tslab_run_slot_allocated(a, tslab_slab_index(a, adopt_objs[0]))) return 3;
   return fork_child_consistent(inst) ? 0 : 2;
 }
 
