@@ -95,9 +95,10 @@
  * counter, free-all of runs detached by an earlier close (its own model,
  * docs/model/free_all_closed.pml), spans, the cacheless freers' counter (it plays the busy
  * word's part with read-modify-writes, which are fences), `inflight` of era
- * slots (it guards counters at advance), registration by a non-owner free
- * before it acts (it attaches no memory; it only makes the closer wait
- * for the freer's window as for any user's), statistics, and fork. T1's own run is a
+ * slots (it guards counters at advance and at a free-all's fold of its
+ * ends), registration by a non-owner free before it acts (it attaches no
+ * memory; it only makes the closer wait for the freer's window as for any
+ * user's), statistics, and fork. T1's own run is a
  * flag: its attachment and its detach by the closer. Reuse formats S's
  * descriptor for another use; the model records that it happened and checks
  * that nobody who validated the old incarnation touches it afterwards. The
