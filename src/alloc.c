@@ -572,10 +572,11 @@ static bool free_view_in_window(tslab_t* a, tslab_tcache_t* tc, const tslab_run_
   bool cross = atomic_load_explicit(&s->creator, memory_order_relaxed) != tc;
   tslab_tcache_t* owner = atomic_load_explicit(&s->owner, memory_order_acquire);
   bool notify, retire;
-  /* Not a live slot: refused before it registers anywhere (a refused free
-   * that made its cache a user of an ACTIVE era would cost the era's close
-   * the fence and the wait of a shared one). */
-  if (!tslab_run_slot_allocated(s, idx)) return false;
+  /* Not a live slot (a relaxed look; the free itself decides with its
+   * atomic operations): refused before it registers anywhere (a refused
+   * free that made its cache a user of an ACTIVE era would cost the era's
+   * close the fence and the wait of a shared one). */
+  if (!tslab_bits_live(s->bits, idx)) return false;
   nonowner_count_t count = nonowner_count_begin(a, tc, v.era);
   bool freed = tslab_run_free_nonowner(s, idx, &notify, &retire);
   tslab_hook_point(TSLAB_HOOK_NONOWNER_FREED);

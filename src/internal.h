@@ -1379,11 +1379,6 @@ static inline uint64_t tslab_slab_pending(const tslab_run_t* s) {
 }
 
 /* Owner: used += n (n may be negative); pending frees are untouched. */
-/* Whether slot idx of run s has its alloc bit set: a relaxed look, for a
- * free's early refusal (the free itself decides with atomic operations). */
-static inline bool tslab_run_slot_allocated(const tslab_run_t* s, uint32_t idx) {
-  return (atomic_load_explicit(&s->bits[2 * (idx >> 6)], memory_order_relaxed) >> (idx & 63)) & 1;
-}
 static inline void tslab_slab_used_add(tslab_run_t* s, int64_t n) { tslab_owner_add(&s->usage, (uint64_t)n); }
 
 /* epoch.c */

@@ -1106,26 +1106,21 @@ static void tcache_flush(tslab_t* a, tslab_tcache_t* tc) {
 /* Give every run reachable from *head along its forward links the back link
  * and list tag of its place: a change the thread left part way wrote the
  * forward link that makes it (list_push: the head, last; list_remove: the
- * predecessor's, first), so the forward chain is the list. */
-static void relink(tslab_run_t** head, uint8_t which) {
+ * predecessor's, first), so the forward chain is the list. A run whose
+ * remote free a vanished thread cut short gets what that free had still to
+ * do (7.6): the hint, and for an armed slab the notification. Whether any
+ * run of the list had a remote bit. */
+static bool relink(tslab_tcache_t* tc, tslab_run_t** head, uint8_t which) {
   tslab_run_t* prev = NULL;
+  bool remote = false;
   for (tslab_run_t* s = *head; s; prev = s, s = s->bin_next) {
     s->bin_prev = prev;
     s->list = which;
-  }
-}
-
-/* The runs of list `head` whose remote free a vanished thread cut short
- * get what that free had still to do (7.6): the hint, and for an armed
- * slab the notification. Whether any had a remote bit. */
-static bool fork_rehint(tslab_tcache_t* tc, tslab_run_t* head) {
-  bool any = false;
-  for (tslab_run_t* s = head; s; s = s->bin_next) {
     if (!tslab_run_fork_rehint(s)) continue;
-    any = true;
+    remote = true;
     if (atomic_load(&s->notify) == TSLAB_NOTIFY_ARMED) tslab_tcache_notify(tc, s);
   }
-  return any;
+  return remote;
 }
 
 /* The bump state of a slot whose thread may have been part way through a
@@ -1137,9 +1132,10 @@ static bool fork_rehint(tslab_tcache_t* tc, tslab_run_t* head) {
  * (undo a stop begun, and a bump not published, from its bitmap); no `blk`
  * means no bump state (an install that had not published its block drops
  * it: on no list, the runs' repair detaches it). On a slot nobody was
- * changing, this leaves everything as it is. */
-static void fork_repair_bump(tslab_slot_cache_t* sc) {
-  relink(&sc->full, TSLAB_LIST_FULL);
+ * changing, this leaves everything as it is. Whether a block of the slot
+ * holds a remote bit (relink). */
+static bool fork_repair_bump(tslab_tcache_t* tc, tslab_slot_cache_t* sc) {
+  bool remote = relink(tc, &sc->full, TSLAB_LIST_FULL);
   tslab_run_t* b = sc->blk;
   if (b && tslab_fork_listed(b, TSLAB_LIST_FULL, sc->full)) {
     sc->blk = NULL;
@@ -1148,7 +1144,7 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
   if (!b) {
     sc->top = sc->base = NULL;
     sc->room = 0;
-    return;
+    return remote;
   }
   b->list = TSLAB_LIST_CUR;
   b->bin_next = b->bin_prev = NULL;
@@ -1158,6 +1154,7 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
    * block less room than it has, never more. The rewind keeps the published
    * top; `room` is computed again from it. */
   sc->room = (size_t)(b->start + tslab_run_bytes(b) - sc->top);
+  return tslab_run_fork_rehint(b) || remote;
 }
 
 /* fork child, for every cache, before anything reads its lists: lists and
@@ -1169,12 +1166,9 @@ static void fork_repair_bump(tslab_slot_cache_t* sc) {
  * tslab_tcache_fork_adopt. */
 TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
   for (uint32_t slot = 0; slot < a->ring_size; slot++) {
-    tslab_slot_cache_t* sc = &tc->slots[slot];
-    fork_repair_bump(sc);
-    /* Blocks: the free also counts in the owner's `block_remote`, which
+    /* Blocks: a remote free also counts in the owner's `block_remote`, which
      * tells its refill to collect the slot's stopped blocks (3.4). */
-    tslab_run_t* blk = LINK_LOAD(sc->blk);
-    if (fork_rehint(tc, sc->full) | (blk && tslab_run_fork_rehint(blk))) atomic_fetch_add(&tc->block_remote, 1);
+    if (fork_repair_bump(tc, &tc->slots[slot])) atomic_fetch_add(&tc->block_remote, 1);
     for (uint32_t c = 0; c < TSLAB_CLASSES; c++) {
       tslab_bin_t* bin = tslab_bin_at(a, tc, slot, c);
       if (tc->forked_busy && atomic_load(&bin->stack_len)) bin_drop_stack(bin); /* F3; `used` is repaired from the bits */
@@ -1185,10 +1179,8 @@ TSLAB_INTERNAL void tslab_tcache_fork_relink(tslab_t* a, tslab_tcache_t* tc) {
         atomic_store(&bin->next_mask, 0);
         bin->next_word = NULL;
       }
-      relink(&bin->ready, TSLAB_LIST_READY);
-      relink(&bin->parked, TSLAB_LIST_PARKED);
-      fork_rehint(tc, bin->ready);
-      fork_rehint(tc, bin->parked);
+      relink(tc, &bin->ready, TSLAB_LIST_READY);
+      relink(tc, &bin->parked, TSLAB_LIST_PARKED);
       tslab_run_t* cur = bin->cur;
       if (!cur) continue;
       tslab_run_fork_rehint(cur);

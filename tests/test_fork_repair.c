@@ -608,7 +608,8 @@ static int adopt_child(void) {
   bool remote = false;
   for (uint32_t w = 0; w < a->words; w++) remote |= atomic_load(&a->bits[2 * w + 1]) != 0;
   if (remote && !atomic_load(&a->remote_hint)) return 1;
-  if (tslab_run_slot_allocated(a, tslab_slab_index(a, adopt_objs[0]))) return 3;
+  uint32_t idx = tslab_slab_index(a, adopt_objs[0]);
+  if ((atomic_load(&a->bits[2 * (idx >> 6)]) >> (idx & 63)) & 1) return 3;
   return fork_child_consistent(inst) ? 0 : 2;
 }
 
