@@ -33,7 +33,6 @@ static void* alloc_in(tslab_t* a, size_t size, size_t alignment, bool zero, tsla
 
 void* dropin_alloc_slow(size_t size, size_t alignment, bool zero) {
   if (dropin_tls.guard) return dropin_bootstrap_alloc(size, alignment);
-  if (size == 0) size = 1; /* malloc(0) is a unique pointer */
   size = dropin_request(size);
   void* p = NULL;
   dropin_guard_enter();

@@ -66,10 +66,14 @@ static inline void dropin_guard_exit(void) {
  * 24-byte class to 8. Sizes above 8 go up to a multiple of 16, whose class
  * is one (every class of a 16-byte multiple size starts its slots on 16);
  * a size so large that rounding would wrap is left alone (the core refuses
- * it). */
+ * it). A size of 0 asks for 1 byte: malloc(0) returns a unique pointer,
+ * and the core refuses 0 as a bad size, counting a failure in the
+ * instance's statistics and setting the thread's error (the slow path once
+ * served it that way: a successful malloc(0) counted as a failed call). */
 static inline size_t dropin_request(size_t size) {
   size_t up = (size + 15) & ~(size_t)15;
-  return size <= 8 || up < size ? size : up;
+  if (size <= 8) return size | (size == 0);
+  return up < size ? size : up;
 }
 
 /* ---- the process-wide instance (process.c) ---- */

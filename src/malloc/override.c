@@ -39,8 +39,8 @@ static inline size_t alignment_asked(size_t alignment) {
 static inline void* alloc_core(size_t size, size_t alignment) {
   tslab_epoch_t e = dropin_tls.epoch;
   if (dropin_unlikely(e == 0)) return NULL;
-  return alignment ? tslab_aligned_alloc(dropin_heap(), alignment, size, e)
-                   : tslab_alloc(dropin_heap(), dropin_request(size), e);
+  size = dropin_request(size);
+  return alignment ? tslab_aligned_alloc(dropin_heap(), alignment, size, e) : tslab_alloc(dropin_heap(), size, e);
 }
 
 static inline void* alloc_aligned(size_t alignment, size_t size) {

@@ -145,6 +145,28 @@ static void test_family(void) {
   free(NULL);
 }
 
+/* Zero-size requests of every form succeed with a unique block, and are not
+ * failures: the instance counts no failed allocation and the thread's error
+ * stays clear (each once went to the core as size 0, which refuses it). */
+static void test_zero_sizes(void) {
+  tslab_stats_global_t g_before, g_after;
+  REQUIRE(SYM(tslab_stats_global)(SYM(tslab_malloc_instance)(), &g_before) == TSLAB_OK);
+  SYM(tslab_clear_error)();
+  void* p[7] = {malloc(0), calloc(0, 8), calloc(8, 0), aligned_alloc(64, 0), memalign(32, 0), realloc(NULL, 0),
+                NULL};
+  CHECK(posix_memalign(&p[6], 128, 0) == 0);
+  for (int i = 0; i < 7; i++) {
+    CHECK(p[i] != NULL && ours(p[i]));
+    for (int j = 0; j < i; j++) CHECK(p[i] != p[j]);
+  }
+  CHECK(aligned(p[3], 64) && aligned(p[4], 32) && aligned(p[6], 128));
+  REQUIRE(SYM(tslab_stats_global)(SYM(tslab_malloc_instance)(), &g_after) == TSLAB_OK);
+  CHECK_EQ_U(g_after.alloc_failures_total - g_before.alloc_failures_total, 0);
+  CHECK_EQ_U(g_after.alloc_fail_size_total - g_before.alloc_fail_size_total, 0);
+  CHECK_EQ_U(SYM(tslab_last_error)(), TSLAB_OK);
+  for (int i = 0; i < 7; i++) free(p[i]);
+}
+
 static void test_foreign(void) {
   tslab_malloc_stats_t before, after;
   SYM(tslab_malloc_stats)(&before);
@@ -212,6 +234,7 @@ static void test_foreign(void) {
 int main(void) {
   REQUIRE(SYM(tslab_malloc_instance)() != NULL);
   test_family();
+  test_zero_sizes();
   test_foreign();
   DROPIN_CHECK_CONSISTENT();
   TEST_DONE();
