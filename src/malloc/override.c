@@ -156,13 +156,20 @@ EXPORT void cfree(void* p) {
   free_fast(p);
 }
 
-/* ---- glibc's other entry points: harmless answers ---- */
+/* ---- glibc's other entry points ---- */
 
+/* What programs call it for: give free memory back to the system. The
+ * calling thread's cache goes to the shared pool, then the whole hot reserve
+ * (every cache's drained blocks, idle threads' too, and the pool) is
+ * released. 1 when memory was released, as glibc answers. `pad`, the bytes
+ * glibc leaves at the top of its heap, has no counterpart: the reserve is
+ * released whole, and memory in use is never trimmed. */
 EXPORT int malloc_trim(size_t pad) {
   (void)pad;
   tslab_t* a = dropin_heap();
-  if (a) tslab_thread_flush(a);
-  return 0;
+  if (!a) return 0;
+  tslab_thread_flush(a);
+  return tslab_reserve_release(a) != 0;
 }
 
 EXPORT void malloc_stats(void) {

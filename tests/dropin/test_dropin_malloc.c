@@ -140,9 +140,35 @@ static void test_family(void) {
   struct mallinfo2 mi = mallinfo2();
   CHECK(mi.arena > 0 && mi.uordblks >= 1000);
   free(live);
-  CHECK(malloc_trim(0) == 0);
   CHECK_EQ_U(malloc_usable_size(NULL), 0);
   free(NULL);
+}
+
+/* malloc_trim gives the hot reserve back: after a phase of small blocks is
+ * freed, their emptied slabs (the calling thread's current ones included)
+ * are released, the reserve is empty, and the call says so; with nothing
+ * left to release it answers 0. The blocks' memory serves again after. */
+static void test_trim(void) {
+  enum { N = 4000 };
+  static void* p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(200 + (size_t)(i % 5) * 100);
+    REQUIRE(p[i] != NULL);
+    memset(p[i], 0x5a, 200);
+  }
+  for (int i = 0; i < N; i++) free(p[i]);
+  tslab_stats_global_t g;
+  REQUIRE(SYM(tslab_stats_global)(SYM(tslab_malloc_instance)(), &g) == TSLAB_OK);
+  uint64_t released = g.release_bytes_total;
+  CHECK_EQ_U(malloc_trim(0), 1);
+  REQUIRE(SYM(tslab_stats_global)(SYM(tslab_malloc_instance)(), &g) == TSLAB_OK);
+  CHECK_EQ_U(g.reserve_bytes, 0);
+  CHECK(g.release_bytes_total > released);
+  CHECK_EQ_U(malloc_trim(0), 0);
+  void* again = malloc(300);
+  CHECK(again && ours(again));
+  free(again);
+  DROPIN_CHECK_CONSISTENT();
 }
 
 /* Zero-size requests of every form succeed with a unique block, and are not
@@ -235,6 +261,7 @@ int main(void) {
   REQUIRE(SYM(tslab_malloc_instance)() != NULL);
   test_family();
   test_zero_sizes();
+  test_trim();
   test_foreign();
   DROPIN_CHECK_CONSISTENT();
   TEST_DONE();
